@@ -1,0 +1,255 @@
+//! `exec`: run a command (argv, no shell unless `shell:` is used), keep its
+//! output in the run folder, and pull metrics out of it with a regex or a
+//! JSON pointer. The escape hatch for any tool without a dedicated stage.
+
+use std::time::Duration;
+
+use pipeline_engine::context::StageContext;
+use pipeline_engine::exec::CommandSpec;
+use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_engine::stage::{
+    Action, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
+};
+use pipeline_model::{Direction, Metric};
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub struct Exec;
+
+/// One `metrics:` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Extract {
+    name: String,
+    /// A regex whose group `value` (or first group) is the number.
+    #[serde(default)]
+    regex: Option<String>,
+    /// A JSON pointer (`/jobs/0/read/iops`) into stdout parsed as JSON.
+    #[serde(default)]
+    json_pointer: Option<String>,
+    #[serde(default)]
+    unit: String,
+    #[serde(default)]
+    direction: Direction,
+    #[serde(default)]
+    headline: bool,
+    /// `stdout` (default) or `stderr`.
+    #[serde(default = "default_source")]
+    from: String,
+    /// Multiply the extracted number (unit conversion).
+    #[serde(default)]
+    scale: Option<f64>,
+}
+
+fn default_source() -> String {
+    "stdout".into()
+}
+
+impl Stage for Exec {
+    fn describe(&self) -> StageDescription {
+        StageDescription {
+            name: "exec".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            summary: "Run a command, capture its output, extract metrics by regex or JSON pointer."
+                .into(),
+            params: vec![
+                ParamSpec::optional(
+                    "command",
+                    ParamType::list(ParamType::String),
+                    "Program and arguments, run without a shell.",
+                ),
+                ParamSpec::optional(
+                    "shell",
+                    ParamType::String,
+                    "A shell command line, run with `sh -c` (instead of `command`).",
+                ),
+                ParamSpec::optional("env", ParamType::Map, "Extra environment variables."),
+                ParamSpec::optional(
+                    "timeout",
+                    ParamType::Duration,
+                    "Limit for the command (the stage `timeout` also applies).",
+                ),
+                ParamSpec::with_default(
+                    "allowed_exit_codes",
+                    ParamType::list(ParamType::Integer),
+                    json!([0]),
+                    "Exit codes that count as success.",
+                ),
+                ParamSpec::with_default(
+                    "metrics",
+                    ParamType::list(ParamType::Map),
+                    json!([]),
+                    "Metrics to extract: {name, regex | json_pointer, unit, direction: higher|lower|none, headline, from: stdout|stderr, scale}.",
+                ),
+            ],
+            outputs: vec![
+                OutputSpec::new("stdout", "The command's standard output, trimmed."),
+                OutputSpec::new("exit_code", "The exit code."),
+            ],
+            metrics: Vec::new(),
+        }
+    }
+
+    fn check(&self, params: &Params) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        match (params.get("command"), params.get("shell")) {
+            (None, None) => problems.push((
+                "command".into(),
+                "give `command` (a list) or `shell` (a string)".into(),
+            )),
+            (Some(_), Some(_)) => problems.push((
+                "shell".into(),
+                "give either `command` or `shell`, not both".into(),
+            )),
+            (Some(Value::Array(a)), None) if a.is_empty() => {
+                problems.push(("command".into(), "the command is empty".into()))
+            }
+            _ => {}
+        }
+        for e in extracts(params).into_iter().filter_map(Result::err) {
+            problems.push(("metrics".into(), e));
+        }
+        problems
+    }
+
+    fn plan(&self, params: &Params, _ctx: &PlanContext) -> Vec<Action> {
+        vec![Action::command("run", argv(params))]
+    }
+
+    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let extracts: Vec<Extract> = extracts(params)
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(|e| StageError::Param {
+                name: "metrics".into(),
+                message: e,
+            })?;
+        let mut spec = CommandSpec::new(argv(params));
+        if let Some(Value::Object(env)) = params.get("env") {
+            for (k, v) in env {
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                spec = spec.env(k, &v);
+            }
+        }
+        if let Some(t) = params.duration("timeout") {
+            spec = spec.timeout(t.max(Duration::from_millis(1)));
+        }
+        let out = ctx.run("command", &spec)?;
+        let code = match out.exit {
+            pipeline_engine::exec::Exit::Code(c) => c,
+            _ => -1,
+        };
+        let allowed: Vec<i64> = params
+            .get("allowed_exit_codes")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_i64).collect())
+            .unwrap_or_else(|| vec![0]);
+        if !allowed.contains(&i64::from(code)) {
+            return Err(StageError::CommandFailed {
+                command: spec.display(),
+                status: out.exit.to_string(),
+                stderr_tail: out.tail(),
+            });
+        }
+        let mut metrics = Vec::new();
+        for e in &extracts {
+            let text = if e.from == "stderr" {
+                &out.stderr
+            } else {
+                &out.stdout
+            };
+            let value = extract(e, text)?;
+            let mut m = Metric::new(
+                &e.name,
+                value * e.scale.unwrap_or(1.0),
+                &e.unit,
+                e.direction,
+            );
+            m.headline = e.headline;
+            metrics.push(m);
+        }
+        let mut output = StageOutput {
+            metrics,
+            ..Default::default()
+        };
+        output.outputs.insert(
+            "stdout".into(),
+            Value::String(out.stdout.trim().to_string()),
+        );
+        output.outputs.insert("exit_code".into(), json!(code));
+        Ok(output)
+    }
+}
+
+fn argv(params: &Params) -> Vec<String> {
+    match params.str("shell") {
+        Some(line) => vec!["sh".into(), "-c".into(), line.into()],
+        None => params.strings("command"),
+    }
+}
+
+fn extracts(params: &Params) -> Vec<Result<Extract, String>> {
+    let Some(Value::Array(items)) = params.get("metrics") else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let e: Extract = serde_json::from_value(item.clone())
+                .map_err(|e| format!("entry {}: {e}", i + 1))?;
+            match (&e.regex, &e.json_pointer) {
+                (Some(r), None) => {
+                    Regex::new(r)
+                        .map_err(|err| format!("metric `{}`: invalid regex: {err}", e.name))?;
+                }
+                (None, Some(p)) if !p.is_empty() && !p.starts_with('/') => {
+                    return Err(format!(
+                        "metric `{}`: a JSON pointer starts with `/`, e.g. `/jobs/0/read/iops`",
+                        e.name
+                    ));
+                }
+                (None, Some(_)) => {}
+                _ => {
+                    return Err(format!(
+                        "metric `{}`: give exactly one of `regex` or `json_pointer`",
+                        e.name
+                    ));
+                }
+            }
+            if e.from != "stdout" && e.from != "stderr" {
+                return Err(format!("metric `{}`: `from` is stdout or stderr", e.name));
+            }
+            Ok(e)
+        })
+        .collect()
+}
+
+fn extract(e: &Extract, text: &str) -> Result<f64, StageError> {
+    let fail = |why: String| StageError::failed(format!("metric `{}`: {why}", e.name));
+    let raw: String = if let Some(r) = &e.regex {
+        let re = Regex::new(r).map_err(|err| fail(err.to_string()))?;
+        let caps = re
+            .captures(text)
+            .ok_or_else(|| fail(format!("pattern `{r}` not found in {}", e.from)))?;
+        caps.name("value")
+            .or_else(|| caps.get(1))
+            .or_else(|| caps.get(0))
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default()
+    } else {
+        let pointer = e.json_pointer.as_deref().unwrap_or_default();
+        let doc: Value = serde_json::from_str(text.trim())
+            .map_err(|err| fail(format!("{} is not JSON: {err}", e.from)))?;
+        match doc.pointer(pointer) {
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => return Err(fail(format!("`{pointer}` is not a number: {other}"))),
+            None => return Err(fail(format!("`{pointer}` not found in the JSON"))),
+        }
+    };
+    raw.trim()
+        .parse::<f64>()
+        .map_err(|_| fail(format!("`{raw}` is not a number")))
+}

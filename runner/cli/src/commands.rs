@@ -1,0 +1,273 @@
+//! One function per subcommand; each returns the process exit code.
+
+use std::path::{Path, PathBuf};
+
+use pipeline_engine::cancel::Signals;
+use pipeline_engine::compile::{CompileOptions, compile_file};
+use pipeline_engine::diagnostic::{Diagnostic, Diagnostics};
+use pipeline_engine::progress::Progress;
+use pipeline_engine::results::{RunResults, RunStatus};
+use pipeline_engine::runner::{self, RunOptions};
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_RUN_FAILED: u8 = 1;
+pub const EXIT_INVALID: u8 = 2;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+fn print_diagnostics(d: &Diagnostics) {
+    eprint!("{d}");
+    let n = d.len();
+    eprintln!("\n{n} error{} found", if n == 1 { "" } else { "s" });
+}
+
+fn parse_sets(sets: &[String]) -> Result<Vec<(String, String)>, Diagnostics> {
+    let mut out = Vec::new();
+    let mut diags = Diagnostics::default();
+    for s in sets {
+        match s.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => out.push((k.trim().to_string(), v.to_string())),
+            _ => diags.push(
+                Diagnostic::error(format!("--set `{s}`: expected KEY=VALUE"))
+                    .with_help("e.g. `--set pool_size=1`"),
+            ),
+        }
+    }
+    if diags.is_empty() {
+        Ok(out)
+    } else {
+        Err(diags)
+    }
+}
+
+pub fn validate(files: &[PathBuf]) -> u8 {
+    let registry = pipeline_native::registry();
+    let mut all = Diagnostics::default();
+    for file in files {
+        match compile_file(file, &registry, &CompileOptions::default()) {
+            Ok(plan) => println!(
+                "{}: ok ({} stage instance(s), {} cleanup)",
+                file.display(),
+                plan.stages.len(),
+                plan.cleanup.len()
+            ),
+            Err(d) => all.extend(d),
+        }
+    }
+    if all.is_empty() {
+        EXIT_OK
+    } else {
+        print_diagnostics(&all);
+        EXIT_INVALID
+    }
+}
+
+pub fn plan(file: &Path, sets: &[String]) -> u8 {
+    let registry = pipeline_native::registry();
+    let overrides = match parse_sets(sets) {
+        Ok(o) => o,
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_INVALID;
+        }
+    };
+    let options = CompileOptions {
+        overrides,
+        ..Default::default()
+    };
+    match compile_file(file, &registry, &options) {
+        Ok(plan) => {
+            print!("{}", plan.render_text());
+            EXIT_OK
+        }
+        Err(d) => {
+            print_diagnostics(&d);
+            EXIT_INVALID
+        }
+    }
+}
+
+pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) -> u8 {
+    // Handlers first: a Ctrl-C while compiling must not kill us mid-cleanup later.
+    let signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    let registry = pipeline_native::registry();
+    let overrides = match parse_sets(sets) {
+        Ok(o) => o,
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_INVALID;
+        }
+    };
+    let options = CompileOptions {
+        overrides,
+        only: only.to_vec(),
+        ..Default::default()
+    };
+    let plan = match compile_file(file, &registry, &options) {
+        Ok(p) => p,
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_INVALID;
+        }
+    };
+    let opts = RunOptions {
+        out_dir: out,
+        runs_root: PathBuf::from("runs"),
+        signals,
+        progress: Progress::auto(),
+    };
+    match runner::run(&plan, opts) {
+        Ok(outcome) => {
+            let r = &outcome.results;
+            let failed = r
+                .stages
+                .iter()
+                .chain(&r.cleanup)
+                .filter(|s| s.status == pipeline_engine::results::StageStatus::Failed)
+                .count();
+            println!(
+                "run {}: {:?}{}",
+                r.run_id,
+                r.status,
+                if failed > 0 {
+                    format!(" ({failed} failed stage(s))")
+                } else {
+                    String::new()
+                }
+            );
+            println!(
+                "results: {}",
+                outcome.run_dir.join("results.json").display()
+            );
+            println!("report: {}", outcome.report_path.display());
+            match r.status {
+                RunStatus::Succeeded => EXIT_OK,
+                RunStatus::Cancelled => EXIT_INTERRUPTED,
+                _ => EXIT_RUN_FAILED,
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        }
+    }
+}
+
+pub fn report(run_dir: &Path) -> u8 {
+    match RunResults::load(run_dir).and_then(|r| pipeline_engine::report::write_report(&r, run_dir))
+    {
+        Ok(()) => {
+            println!(
+                "report: {}",
+                run_dir.join(pipeline_engine::report::REPORT_FILE).display()
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+pub fn plugins_list() -> u8 {
+    let registry = pipeline_native::registry();
+    let width = registry.names().map(str::len).max().unwrap_or(0);
+    for p in registry.iter() {
+        println!(
+            "{:width$}  {:8}  {}",
+            p.description.name, p.origin, p.description.summary
+        );
+    }
+    EXIT_OK
+}
+
+pub fn plugins_describe(name: &str) -> u8 {
+    let registry = pipeline_native::registry();
+    let Some(p) = registry.get(name) else {
+        let d = Diagnostic::error(format!("unknown plugin `{name}`"))
+            .with_help_opt(pipeline_engine::diagnostic::did_you_mean(
+                name,
+                registry.names(),
+            ))
+            .with_help_opt(Some(format!(
+                "available: {}",
+                registry.names().collect::<Vec<_>>().join(", ")
+            )));
+        print_diagnostics(&d.into());
+        return EXIT_INVALID;
+    };
+    let d = &p.description;
+    println!("{} {} ({})\n  {}\n", d.name, d.version, p.origin, d.summary);
+    println!("parameters:");
+    for s in &d.params {
+        let req = if s.required { "required" } else { "optional" };
+        let default = s
+            .default
+            .as_ref()
+            .map(|v| format!(", default {v}"))
+            .unwrap_or_default();
+        println!(
+            "  {} ({}, {req}{default})\n      {}",
+            s.name,
+            s.ty.describe(),
+            s.doc
+        );
+    }
+    println!("\noutputs:");
+    if d.outputs.is_empty() {
+        println!("  (none)");
+    }
+    for o in &d.outputs {
+        println!("  {}: {}", o.name, o.doc);
+    }
+    if !d.metrics.is_empty() {
+        println!("\nmetrics:");
+        for m in &d.metrics {
+            println!("  {} [{}]: {}", m.name, m.unit, m.doc);
+        }
+    }
+    EXIT_OK
+}
+
+pub fn schema(results: bool) -> u8 {
+    let schema = if results {
+        pipeline_engine::results::results_schema()
+    } else {
+        pipeline_engine::config::pipeline_schema()
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&schema).unwrap_or_default()
+    );
+    EXIT_OK
+}
+
+pub fn parse(format: &str, file: &Path) -> u8 {
+    let _ = (format, file);
+    eprintln!("error: not available yet");
+    EXIT_INVALID
+}
+
+pub fn sandbox_up(
+    _dir: Option<PathBuf>,
+    _memstore: Option<String>,
+    _bluestore: bool,
+    _no_pool_delete: bool,
+) -> u8 {
+    EXIT_INVALID
+}
+pub fn sandbox_down(_dir: Option<PathBuf>) -> u8 {
+    EXIT_INVALID
+}
+pub fn sandbox_status(_dir: Option<PathBuf>) -> u8 {
+    EXIT_INVALID
+}
+pub fn sandbox_env(_dir: Option<PathBuf>, _json: bool) -> u8 {
+    EXIT_INVALID
+}

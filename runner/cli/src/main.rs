@@ -1,0 +1,151 @@
+//! `pipeline`: the command line. Parsing arguments, printing, and exit codes
+//! live here; everything else is in `pipeline-engine`.
+//!
+//! Exit codes: 0 success, 1 the run failed, 2 invalid input, 130 interrupted.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pipeline",
+    version,
+    about = "Benchmark Ceph clusters the same way every time."
+)]
+#[command(after_help = "Exit codes: 0 success, 1 run failed, 2 invalid input, 130 interrupted.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse and check pipeline files; print every problem at once.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the fully expanded plan without running anything.
+    Plan {
+        file: PathBuf,
+        /// Override a variable: `--set pool_size=1`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Run a pipeline and write its run folder (results.json, report.md, raw outputs).
+    Run {
+        file: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Run folder (default: runs/<UTC timestamp>-<name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Run only these stages (cleanup always runs).
+        #[arg(long = "only", value_name = "ID")]
+        only: Vec<String>,
+    },
+    /// Re-render report.md of a run folder from its results.json.
+    Report { run_dir: PathBuf },
+    /// List or describe the available stages.
+    Plugins {
+        #[command(subcommand)]
+        command: PluginsCommand,
+    },
+    /// Print the JSON Schema of pipeline files (or of results.json with --results).
+    Schema {
+        #[arg(long)]
+        results: bool,
+    },
+    /// Print the normalized metrics (JSON) of a saved tool output.
+    Parse {
+        /// rados-bench, rbd-bench, fio-json, dd, iperf3-json, iperf-text
+        format: String,
+        file: PathBuf,
+    },
+    /// A throw-away single-node Ceph cluster on 127.0.0.1 for trying suites.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    List,
+    Describe { name: String },
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Start the cluster and wait until it is ready.
+    Up {
+        /// Sandbox folder (default $PIPELINE_SANDBOX_DIR or /tmp/pipeline-sandbox).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Memory per memstore OSD, e.g. 4G.
+        #[arg(long)]
+        memstore: Option<String>,
+        /// Use bluestore on sparse files instead of memstore.
+        #[arg(long)]
+        bluestore: bool,
+        /// Start with pool deletion disallowed (mon_allow_pool_delete = false).
+        #[arg(long)]
+        no_pool_delete: bool,
+    },
+    /// Stop the daemons this sandbox started.
+    Down {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Which daemons run, and cluster health.
+    Status {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Print settings a shell can source: `eval "$(pipeline sandbox env)"`.
+    Env {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Validate { files } => commands::validate(&files),
+        Command::Plan { file, set } => commands::plan(&file, &set),
+        Command::Run {
+            file,
+            set,
+            out,
+            only,
+        } => commands::run(&file, &set, out, &only),
+        Command::Report { run_dir } => commands::report(&run_dir),
+        Command::Plugins {
+            command: PluginsCommand::List,
+        } => commands::plugins_list(),
+        Command::Plugins {
+            command: PluginsCommand::Describe { name },
+        } => commands::plugins_describe(&name),
+        Command::Schema { results } => commands::schema(results),
+        Command::Parse { format, file } => commands::parse(&format, &file),
+        Command::Sandbox { command } => match command {
+            SandboxCommand::Up {
+                dir,
+                memstore,
+                bluestore,
+                no_pool_delete,
+            } => commands::sandbox_up(dir, memstore, bluestore, no_pool_delete),
+            SandboxCommand::Down { dir } => commands::sandbox_down(dir),
+            SandboxCommand::Status { dir } => commands::sandbox_status(dir),
+            SandboxCommand::Env { dir, json } => commands::sandbox_env(dir, json),
+        },
+    };
+    ExitCode::from(code)
+}

@@ -1,0 +1,162 @@
+//! `compile()`: the pipeline file as written -> a checked [`Plan`]. Every
+//! check is a small function that adds diagnostics; all problems are reported
+//! together, and nothing runs unless there are none.
+
+mod matrix;
+mod references;
+mod stages;
+mod vars;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::config::{PipelineConfig, parse};
+use crate::diagnostic::{Diagnostic, Diagnostics, Source, did_you_mean};
+use crate::plan::Plan;
+use crate::registry::Registry;
+use crate::secrets::Redactor;
+
+/// Inputs besides the file.
+pub struct CompileOptions<'a> {
+    /// `--set key=value`.
+    pub overrides: Vec<(String, String)>,
+    /// `--only ID`: run just these stages (cleanup always runs).
+    pub only: Vec<String>,
+    /// Environment lookup (the process environment, or a fixed map in tests).
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Default for CompileOptions<'_> {
+    fn default() -> Self {
+        CompileOptions {
+            overrides: Vec::new(),
+            only: Vec::new(),
+            env: &|name| std::env::var(name).ok(),
+        }
+    }
+}
+
+/// Reads, parses and compiles a pipeline file.
+pub fn compile_file(
+    path: &Path,
+    registry: &Registry,
+    options: &CompileOptions,
+) -> Result<Plan, Diagnostics> {
+    let source = Source::read(path)?;
+    compile_source(&source, registry, options)
+}
+
+pub fn compile_source(
+    source: &Arc<Source>,
+    registry: &Registry,
+    options: &CompileOptions,
+) -> Result<Plan, Diagnostics> {
+    let config = parse::parse_pipeline(source)?;
+    compile(source, &config, registry, options)
+}
+
+pub fn compile(
+    source: &Arc<Source>,
+    config: &PipelineConfig,
+    registry: &Registry,
+    options: &CompileOptions,
+) -> Result<Plan, Diagnostics> {
+    let mut diags = Diagnostics::default();
+    let at = |d: Diagnostic, loc| d.at(source, loc);
+
+    check_name(config, &mut diags, source);
+    let env = vars::read_env(config, options, source, &mut diags);
+    let vars = vars::resolve_vars(config, options, &env, source, &mut diags);
+    let ceph = vars::resolve_cluster(config, &vars, &env, source, &mut diags);
+    let redactor = Redactor::new(
+        config
+            .env
+            .iter()
+            .filter(|e| matches!(e, crate::config::EnvVarConfig::Detailed(d) if d.secret))
+            .filter_map(|e| env.get(e.name().as_str()).cloned()),
+    );
+
+    let scope = stages::Scope {
+        source,
+        registry,
+        vars: &vars,
+        env: &env,
+        all_stages: config.stages.iter().chain(&config.cleanup).collect(),
+    };
+    let main = stages::compile_stages(&scope, &config.stages, 0, &mut diags);
+    let cleanup = stages::compile_stages(&scope, &config.cleanup, config.stages.len(), &mut diags);
+    stages::check_unique_ids(source, config, &mut diags);
+
+    let mut main = main;
+    if !options.only.is_empty() {
+        let known: Vec<&str> = config.stages.iter().map(|s| s.id.as_str()).collect();
+        for id in &options.only {
+            if !known.contains(&id.as_str()) {
+                diags.push(
+                    Diagnostic::error(format!("--only `{id}`: no such stage"))
+                        .with_help_opt(did_you_mean(id, known.iter().copied()))
+                        .with_help_opt(Some(format!("stages: {}", known.join(", ")))),
+                );
+            }
+        }
+        let selected = |id: &str| options.only.iter().any(|o| o == id);
+        for s in config.stages.iter().filter(|s| selected(&s.id)) {
+            for dep in references::stage_dependencies(s) {
+                if !selected(&dep) && known.contains(&dep.as_str()) {
+                    diags.push(at(
+                        Diagnostic::error(format!(
+                            "stage `{}` uses outputs of `{dep}`, which --only leaves out",
+                            s.id.value
+                        ))
+                        .with_help(format!("add `--only {dep}`")),
+                        s.id.loc,
+                    ));
+                }
+            }
+        }
+        main.retain(|p| selected(&p.stage_id));
+    }
+
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    Ok(Plan {
+        source: source.clone(),
+        name: config.name.value.clone(),
+        description: config.description.clone(),
+        vars,
+        env: env.into_iter().collect::<BTreeMap<_, _>>(),
+        redactor,
+        ceph: ceph.unwrap_or_default(),
+        stages: main,
+        cleanup,
+        report: config.report.clone(),
+    })
+}
+
+fn check_name(config: &PipelineConfig, diags: &mut Diagnostics, source: &Arc<Source>) {
+    let name = &config.name;
+    if name.trim().is_empty() {
+        diags.push(
+            Diagnostic::error("the pipeline name is empty")
+                .at(source, name.loc)
+                .with_help("give the suite a short name, e.g. `name: full-baseline`"),
+        );
+    } else if name.chars().any(|c| c == '/' || c.is_control()) {
+        diags.push(
+            Diagnostic::error("the pipeline name may not contain `/` or control characters")
+                .at(source, name.loc)
+                .with_help("it becomes part of the run folder name"),
+        );
+    }
+}
+
+/// Checks for `pipeline validate`, which needs no run.
+pub fn validate_file(
+    path: &Path,
+    registry: &Registry,
+    options: &CompileOptions,
+) -> Result<(), Diagnostics> {
+    compile_file(path, registry, options).map(|_| ())
+}

@@ -1,0 +1,390 @@
+//! Checks of each stage: id, plugin, timeout, matrix, parameters, templates;
+//! then expansion into planned instances.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::matrix::{self, Matrix};
+use super::references::{self, NameScope};
+use crate::config::{Node, NodeValue, PipelineConfig, StageConfig};
+use crate::diagnostic::{Diagnostic, Diagnostics, Loc, Source, did_you_mean};
+use crate::params;
+use crate::plan::PlannedStage;
+use crate::registry::{RegisteredStage, Registry};
+use crate::template;
+
+pub struct Scope<'a> {
+    pub source: &'a Arc<Source>,
+    pub registry: &'a Registry,
+    pub vars: &'a Map<String, Value>,
+    pub env: &'a BTreeMap<String, String>,
+    /// Main stages then cleanup stages, in file order.
+    pub all_stages: Vec<&'a StageConfig>,
+}
+
+impl Scope<'_> {
+    fn err(&self, message: impl Into<String>, loc: Loc) -> Diagnostic {
+        Diagnostic::error(message).at(self.source, loc)
+    }
+}
+
+/// `offset`: index of `stages[0]` among all stages (0 for main, len(main) for cleanup).
+pub fn compile_stages(
+    scope: &Scope,
+    stages: &[StageConfig],
+    offset: usize,
+    diags: &mut Diagnostics,
+) -> Vec<PlannedStage> {
+    let mut planned = Vec::new();
+    for (i, stage) in stages.iter().enumerate() {
+        planned.extend(compile_stage(scope, stage, offset + i, diags));
+    }
+    planned
+}
+
+fn compile_stage(
+    scope: &Scope,
+    stage: &StageConfig,
+    index: usize,
+    diags: &mut Diagnostics,
+) -> Vec<PlannedStage> {
+    let before = diags.len();
+    check_id(scope, stage, diags);
+    let plugin = find_plugin(scope, stage, diags);
+    let timeout = stage
+        .timeout
+        .as_ref()
+        .and_then(|t| match params::parse_duration(t) {
+            Ok(d) if d.is_zero() => {
+                diags.push(
+                    scope
+                        .err("`timeout` must be more than zero", t.loc)
+                        .with_help("e.g. `timeout: 10m`"),
+                );
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                diags.push(
+                    scope
+                        .err(format!("invalid `timeout`: {e}"), t.loc)
+                        .with_help("write a duration such as 90s, 5m or 1h30m"),
+                );
+                None
+            }
+        });
+    let matrix = stage
+        .matrix
+        .as_ref()
+        .and_then(|m| matrix::parse(m, scope.source, diags));
+    let with = with_entries(scope, stage, diags);
+    let name_scope = NameScope {
+        vars: scope.vars,
+        env: scope.env,
+        axes: matrix
+            .as_ref()
+            .map(|m| m.axes.iter().map(|(a, _)| a.clone()).collect())
+            .unwrap_or_default(),
+        earlier: scope.all_stages[..index.min(scope.all_stages.len())]
+            .iter()
+            .map(|s| (s.id.as_str(), s.uses.as_str()))
+            .collect(),
+        all: scope.all_stages.iter().map(|s| s.id.as_str()).collect(),
+        registry: scope.registry,
+    };
+    check_templates(scope, stage, &with, &name_scope, diags);
+    if let Some(plugin) = &plugin {
+        check_params(scope, stage, plugin, &with, diags);
+    }
+    if diags.len() > before {
+        return Vec::new();
+    }
+    let Some(plugin) = plugin else {
+        return Vec::new();
+    };
+    let combos = matrix
+        .as_ref()
+        .map_or_else(|| vec![Vec::new()], Matrix::expand);
+    let with_json: Map<String, Value> = with
+        .iter()
+        .map(|(k, v)| (k.key_text(), v.to_json()))
+        .collect();
+    let instances: Vec<PlannedStage> = combos
+        .into_iter()
+        .map(|combo| PlannedStage {
+            instance_id: matrix::instance_id(&stage.id, &combo),
+            stage_id: stage.id.value.clone(),
+            plugin: plugin.clone(),
+            description: stage.description.clone(),
+            matrix: combo.into_iter().collect(),
+            with: with_json.clone(),
+            timeout,
+            continue_on_error: stage.continue_on_error,
+            when: stage.when.as_ref().map(|w| w.value.clone()),
+        })
+        .collect();
+    for instance in &instances {
+        check_instance(scope, stage, instance, &with, diags);
+    }
+    instances
+}
+
+fn check_id(scope: &Scope, stage: &StageConfig, diags: &mut Diagnostics) {
+    let id = &stage.id;
+    let valid = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        diags.push(
+            scope
+                .err(format!("invalid stage id `{}`", id.value), id.loc)
+                .with_help(
+                    "ids use letters, digits, `-` and `_`, and start with a letter or digit",
+                ),
+        );
+    }
+}
+
+fn find_plugin(
+    scope: &Scope,
+    stage: &StageConfig,
+    diags: &mut Diagnostics,
+) -> Option<RegisteredStage> {
+    let uses = &stage.uses;
+    match scope.registry.get(uses) {
+        Some(p) => Some(p.clone()),
+        None => {
+            diags.push(
+                scope
+                    .err(format!("unknown plugin `{}`", uses.value), uses.loc)
+                    .with_help(
+                        did_you_mean(uses, scope.registry.names()).unwrap_or_else(|| {
+                            format!(
+                                "available: {} (see `pipeline plugins list`)",
+                                scope.registry.names().collect::<Vec<_>>().join(", ")
+                            )
+                        }),
+                    ),
+            );
+            None
+        }
+    }
+}
+
+fn with_entries(scope: &Scope, stage: &StageConfig, diags: &mut Diagnostics) -> Vec<(Node, Node)> {
+    match &stage.with {
+        None => Vec::new(),
+        Some(Node {
+            value: NodeValue::Null,
+            ..
+        }) => Vec::new(),
+        Some(Node {
+            value: NodeValue::Map(entries),
+            ..
+        }) => entries.clone(),
+        Some(other) => {
+            diags.push(
+                scope
+                    .err(
+                        format!(
+                            "`with` must be a mapping of parameters, found {}",
+                            other.type_name()
+                        ),
+                        other.loc,
+                    )
+                    .with_help("write `with:` followed by indented `name: value` lines"),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn check_templates(
+    scope: &Scope,
+    stage: &StageConfig,
+    with: &[(Node, Node)],
+    names: &NameScope,
+    diags: &mut Diagnostics,
+) {
+    let mut report = |loc: Loc, problems: Vec<(String, Option<String>)>| {
+        for (message, help) in problems {
+            diags.push(scope.err(message, loc).with_help_opt(help));
+        }
+    };
+    fn walk(node: &Node, f: &mut dyn FnMut(&Node)) {
+        match &node.value {
+            NodeValue::Seq(items) => items.iter().for_each(|n| walk(n, f)),
+            NodeValue::Map(entries) => entries.iter().for_each(|(_, v)| walk(v, f)),
+            _ => f(node),
+        }
+    }
+    for (_, value) in with {
+        walk(value, &mut |n| {
+            if let Some(s) = n.as_str().filter(|s| template::is_template(s)) {
+                report(n.loc, references::check(s, false, names));
+            }
+        });
+    }
+    if let Some(when) = &stage.when {
+        report(when.loc, references::check(when, true, names));
+    }
+}
+
+fn check_params(
+    scope: &Scope,
+    stage: &StageConfig,
+    plugin: &RegisteredStage,
+    with: &[(Node, Node)],
+    diags: &mut Diagnostics,
+) {
+    let specs = &plugin.description.params;
+    let mut seen: Vec<String> = Vec::new();
+    for (key, value) in with {
+        let name = key.key_text();
+        if seen.contains(&name) {
+            diags.push(scope.err(format!("parameter `{name}` is given twice"), key.loc));
+            continue;
+        }
+        seen.push(name.clone());
+        let Some(spec) = specs.iter().find(|s| s.name == name) else {
+            diags.push(
+                scope
+                    .err(
+                        format!("`{}` has no parameter `{name}`", plugin.description.name),
+                        key.loc,
+                    )
+                    .with_help(
+                        did_you_mean(&name, specs.iter().map(|s| s.name.as_str())).unwrap_or_else(
+                            || {
+                                format!(
+                                    "parameters: {} (see `pipeline plugins describe {}`)",
+                                    specs
+                                        .iter()
+                                        .map(|s| s.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", "),
+                                    plugin.description.name
+                                )
+                            },
+                        ),
+                    ),
+            );
+            continue;
+        };
+        // Literal values are checked now; templated ones once rendered.
+        if !value.has_template()
+            && let Err(e) = params::coerce(&spec.ty, &value.to_json())
+        {
+            diags.push(
+                scope
+                    .err(format!("parameter `{name}`: {e}"), value.loc)
+                    .with_help(format!("`{name}` is {}: {}", spec.ty.describe(), spec.doc)),
+            );
+        }
+    }
+    for spec in specs.iter().filter(|s| s.required && s.default.is_none()) {
+        if !seen.contains(&spec.name) {
+            let loc = stage.with.as_ref().map_or(stage.uses.loc, |w| w.loc);
+            diags.push(
+                scope
+                    .err(
+                        format!(
+                            "`{}` needs parameter `{}`",
+                            plugin.description.name, spec.name
+                        ),
+                        loc,
+                    )
+                    .with_help(format!(
+                        "add `{}: ...` under `with:` ({}: {})",
+                        spec.name,
+                        spec.ty.describe(),
+                        spec.doc
+                    )),
+            );
+        }
+    }
+}
+
+/// Renders what can be rendered before the run (everything but stage
+/// outputs) and lets the plugin check the combination.
+fn check_instance(
+    scope: &Scope,
+    stage: &StageConfig,
+    instance: &PlannedStage,
+    with: &[(Node, Node)],
+    diags: &mut Diagnostics,
+) {
+    let reads_outputs = references::stage_dependencies(stage);
+    let env = template::environment();
+    let run = serde_json::json!({"id": "<run id>", "dir": "<run dir>", "name": "<name>"});
+    let ctx = crate::template::context(serde_json::json!({
+        "vars": scope.vars, "env": scope.env, "run": run, "matrix": instance.matrix, "stages": {},
+    }));
+    let at_instance = |m: String| {
+        if instance.matrix.is_empty() {
+            m
+        } else {
+            format!("{m} (in {})", instance.instance_id)
+        }
+    };
+    let mut resolvable = reads_outputs.is_empty();
+    for (key, value) in with {
+        if !value.has_template() {
+            continue;
+        }
+        let name = key.key_text();
+        let Some(spec) = instance
+            .plugin
+            .description
+            .params
+            .iter()
+            .find(|s| s.name == name)
+        else {
+            continue;
+        };
+        match template::render_json(&env, &value.to_json(), &ctx) {
+            Ok(rendered) => {
+                if let Err(e) = params::coerce(&spec.ty, &rendered) {
+                    diags.push(
+                        scope.err(at_instance(format!("parameter `{name}`: {e}")), value.loc),
+                    );
+                    resolvable = false;
+                }
+            }
+            Err(_) => resolvable = false, // reads stage outputs: checked at run time
+        }
+    }
+    if !resolvable {
+        return;
+    }
+    if let Ok(params) = instance.resolve_params(&env, &ctx) {
+        for (param, message) in instance.plugin.stage.check(&params) {
+            let loc = with
+                .iter()
+                .find(|(k, _)| k.key_text() == param)
+                .map_or(stage.uses.loc, |(_, v)| v.loc);
+            diags.push(scope.err(at_instance(format!("parameter `{param}`: {message}")), loc));
+        }
+    }
+}
+
+pub fn check_unique_ids(source: &Arc<Source>, config: &PipelineConfig, diags: &mut Diagnostics) {
+    let mut seen: Vec<(&str, Loc)> = Vec::new();
+    for stage in config.stages.iter().chain(&config.cleanup) {
+        if let Some((_, first)) = seen.iter().find(|(id, _)| *id == stage.id.as_str()) {
+            diags.push(
+                Diagnostic::error(format!("duplicate stage id `{}`", stage.id.value))
+                    .at(source, stage.id.loc)
+                    .with_help(format!(
+                        "first used on line {}; ids must be unique across `stages` and `cleanup`",
+                        first.line
+                    )),
+            );
+        } else {
+            seen.push((stage.id.as_str(), stage.id.loc));
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The pipeline file as written: deserialized from YAML with locations, not
+//! yet checked. `crate::compile` turns it into a checked `Plan`.
+
+pub mod node;
+pub mod parse;
+pub mod spanned;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use node::{Node, NodeValue};
+pub use spanned::Sp;
+
+/// A benchmark suite: stages run in order, then cleanup stages always run.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "Pipeline",
+    description = "A pipeline runner suite (`pipeline run FILE`)."
+)]
+pub struct PipelineConfig {
+    /// Short name; used in the run folder name and the report title.
+    pub name: Sp<String>,
+    /// What the suite measures and why; shown at the top of the report.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Variables for templates (`{{ vars.NAME }}`); `--set NAME=VALUE` overrides them.
+    #[serde(default)]
+    #[schemars(with = "std::collections::BTreeMap<String, Node>")]
+    pub vars: Option<Node>,
+    /// Environment variables the suite reads (`{{ env.NAME }}`). Only these are visible.
+    #[serde(default)]
+    pub env: Vec<EnvVarConfig>,
+    /// How stages reach the Ceph cluster.
+    #[serde(default)]
+    pub cluster: Option<crate::ceph::ClusterConfig>,
+    /// The benchmark stages, run in order.
+    pub stages: Vec<StageConfig>,
+    /// Stages that ALWAYS run at the end: after success, after a failure, after Ctrl-C.
+    #[serde(default)]
+    pub cleanup: Vec<StageConfig>,
+    /// Report options.
+    #[serde(default)]
+    pub report: ReportConfig,
+}
+
+/// An environment variable the suite reads.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum EnvVarConfig {
+    /// Just the name: required to be set.
+    Name(Sp<String>),
+    /// Name with options.
+    Detailed(EnvVarDetail),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvVarDetail {
+    pub name: Sp<String>,
+    /// Used when the variable is not set; without it, an unset variable is an error.
+    #[serde(default)]
+    pub default: Option<String>,
+    /// Redacted (`***`) wherever it would appear in results, plan output and the report.
+    #[serde(default)]
+    pub secret: bool,
+}
+
+impl EnvVarConfig {
+    pub fn name(&self) -> &Sp<String> {
+        match self {
+            EnvVarConfig::Name(n) => n,
+            EnvVarConfig::Detailed(d) => &d.name,
+        }
+    }
+}
+
+/// One stage: a plugin invocation, possibly expanded over a matrix.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageConfig {
+    /// Unique id; other stages refer to its outputs as `{{ stages.ID.outputs.KEY }}`.
+    pub id: Sp<String>,
+    /// Plugin name (`pipeline plugins list`).
+    pub uses: Sp<String>,
+    /// Human description, shown in the report.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Plugin parameters; values may be templates.
+    #[serde(default, rename = "with")]
+    #[schemars(with = "Option<std::collections::BTreeMap<String, Node>>")]
+    pub with: Option<Node>,
+    /// Run once per combination of these value lists; `exclude` removes combinations.
+    #[serde(default)]
+    #[schemars(with = "Option<MatrixSchema>")]
+    pub matrix: Option<Node>,
+    /// Wall-clock limit per stage instance, e.g. `90s`, `5m`, `1h30m`.
+    #[serde(default)]
+    pub timeout: Option<Sp<String>>,
+    /// When this stage fails, record the failure and go on: the run is not marked failed.
+    #[serde(default)]
+    pub continue_on_error: bool,
+    /// A template expression; the stage is skipped when it is false, e.g. `vars.with_rbd`.
+    #[serde(default)]
+    pub when: Option<Sp<String>>,
+}
+
+/// Schema-only description of `matrix` (it is parsed from a `Node`).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct MatrixSchema {
+    /// Combinations to drop: each entry is a partial `{axis: value}` mapping.
+    exclude: Option<Vec<std::collections::BTreeMap<String, Node>>>,
+    #[serde(flatten)]
+    axes: std::collections::BTreeMap<String, Vec<Node>>,
+}
+
+/// Report options.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    /// Report title; defaults to the pipeline name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Metric names shown in the summary table in addition to each stage's headline metrics.
+    #[serde(default)]
+    pub summary_metrics: Vec<String>,
+}
+
+/// The JSON Schema of pipeline files (committed as `schemas/pipeline.schema.json`).
+pub fn pipeline_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(PipelineConfig)).unwrap_or_default()
+}

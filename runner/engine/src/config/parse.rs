@@ -1,0 +1,118 @@
+//! YAML text -> `PipelineConfig`, with serde-saphyr's budgets on (a hostile or
+//! broken file must not exhaust memory or panic) and its errors turned into
+//! located diagnostics.
+
+use std::sync::Arc;
+
+use super::PipelineConfig;
+use crate::diagnostic::{Diagnostic, Loc, Source, did_you_mean};
+
+pub fn parse_pipeline(source: &Arc<Source>) -> Result<PipelineConfig, Diagnostic> {
+    let options = serde_saphyr::options! {
+        with_snippet: false,
+        strict_booleans: true,
+        budget: serde_saphyr::budget! {
+            max_events: 1_000_000,
+            max_aliases: 1_000,
+            max_anchors: 1_000,
+            max_depth: 64,
+            max_documents: 1,
+            max_nodes: 250_000,
+            max_total_scalar_bytes: 16 * 1024 * 1024,
+        },
+    };
+    serde_saphyr::from_str_with_options::<PipelineConfig>(&source.text, options)
+        .map_err(|e| yaml_error(source, &e))
+}
+
+/// Turns a serde-saphyr error into a diagnostic, adding a hint where we can.
+pub fn yaml_error(source: &Arc<Source>, error: &serde_saphyr::Error) -> Diagnostic {
+    let loc = error
+        .location()
+        .map(|l| Loc::new(l.line() as u32, l.column() as u32))
+        .unwrap_or_default();
+    let raw = error.without_snippet().to_string();
+    let message = strip_location_suffix(&raw);
+    let (message, help) = explain(message);
+    let mut d = Diagnostic::error(message).with_help_opt(help);
+    if loc.is_known() {
+        d = d.at(source, loc);
+    } else {
+        d = d.at(source, Loc::default());
+    }
+    d
+}
+
+/// serde-saphyr appends " at line L, column C"; we show the location ourselves.
+fn strip_location_suffix(message: &str) -> &str {
+    match message.rfind(" at line ") {
+        Some(i) => &message[..i],
+        None => message,
+    }
+}
+
+/// Rewrites serde's wording into ours and finds a hint.
+fn explain(message: &str) -> (String, Option<String>) {
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let name = rest.split('`').next().unwrap_or_default();
+        // serde lists the accepted keys: "..., expected one of a, b, c".
+        let expected: Vec<&str> = message
+            .split_once("expected one of ")
+            .or_else(|| message.split_once("expected "))
+            .map(|(_, list)| list.split(", ").map(|k| k.trim_matches('`')).collect())
+            .unwrap_or_default();
+        let help = did_you_mean(name, expected.iter().copied()).or_else(|| {
+            (!expected.is_empty()).then(|| format!("valid keys here: {}", expected.join(", ")))
+        });
+        return (format!("unknown key `{name}`"), help);
+    }
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        let name = rest.split('`').next().unwrap_or_default();
+        return (
+            format!("missing required key `{name}`"),
+            Some(format!("add `{name}:` to this mapping")),
+        );
+    }
+    if message.contains("untagged enum EnvVarConfig") {
+        return (
+            "invalid `env` entry".to_string(),
+            Some("write a variable name, or `{name: NAME, default: VALUE, secret: true}`".into()),
+        );
+    }
+    (message.to_string(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        let src = Source::new("t.yaml", text);
+        parse_pipeline(&src).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unknown_stage_key_suggests() {
+        let e = err("name: x\nstages:\n  - id: a\n    uses: exec\n    wiht: {}\n");
+        println!("{e}");
+        assert!(e.contains("unknown key `wiht`"), "{e}");
+        assert!(e.contains("did you mean `with`?"), "{e}");
+        assert!(e.contains("t.yaml:5:5"), "{e}");
+    }
+
+    #[test]
+    fn type_errors_and_syntax() {
+        println!(
+            "{}",
+            err("name: x\nstages:\n  - id: a\n    uses: exec\n    continue_on_error: maybe\n")
+        );
+        println!("{}", err("name: x\nstages: [\n"));
+        println!("{}", err("name: x\n"));
+        println!("{}", err("name: x\nstages:\n  - uses: exec\n"));
+        println!("{}", err("name: [1]\nstages: []\n"));
+        println!(
+            "{}",
+            err("name: x\nstages: []\nenv: [A, {name: B, secret: true}, {nme: C}]\n")
+        );
+    }
+}

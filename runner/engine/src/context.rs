@@ -1,0 +1,220 @@
+//! What a running stage may use: its work folder in the run folder, the
+//! cluster connection, command execution under the stage's deadline, progress
+//! messages, and the ledger of things this run created (so cleanup deletes
+//! only those).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cancel::CancelToken;
+use crate::ceph::CephConnection;
+use crate::exec::{self, CommandSpec, Exit};
+use crate::results::{Artifact, CommandRecord};
+use crate::secrets::Redactor;
+use crate::stage::StageError;
+
+/// Something this run created on the cluster (or a host), recorded when it was
+/// created so that cleanup removes exactly these and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Resource {
+    /// `pool`, `image`, `objects`, `bucket`, `file`, ...
+    pub kind: String,
+    /// Pool name; `pool/image` for images; the pool for `objects`.
+    pub name: String,
+    /// Instance id of the stage that created it.
+    pub created_by: String,
+    /// Set when a cleanup stage removed it.
+    #[serde(default)]
+    pub removed: bool,
+}
+
+/// The output of a finished command, read back from its files.
+#[derive(Debug, Clone)]
+pub struct CommandOutput {
+    pub exit: Exit,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl CommandOutput {
+    pub fn success(&self) -> bool {
+        self.exit.success()
+    }
+
+    /// The last lines of stderr (or stdout when stderr is empty), for errors.
+    pub fn tail(&self) -> String {
+        let text = if self.stderr.trim().is_empty() {
+            &self.stdout
+        } else {
+            &self.stderr
+        };
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
+}
+
+pub struct StageContext<'a> {
+    pub instance_id: String,
+    /// `stages/<instance>/` inside the run folder; created before `run`.
+    pub work_dir: PathBuf,
+    pub run_dir: PathBuf,
+    pub ceph: CephConnection,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) cancel: CancelToken,
+    pub(crate) progress: &'a dyn Fn(&str),
+    pub(crate) ledger: &'a mut Vec<Resource>,
+    pub(crate) commands: Vec<CommandRecord>,
+    pub(crate) artifacts: Vec<Artifact>,
+    pub(crate) redactor: &'a Redactor,
+}
+
+impl StageContext<'_> {
+    /// Shows a short status line next to the stage's spinner.
+    pub fn progress(&self, message: &str) {
+        (self.progress)(message);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Runs a command; stdout/stderr go to `NN-<label>.stdout|.stderr` in the
+    /// work folder and are listed in the results. A non-zero exit is NOT an
+    /// error here (some tools report failures in their output); a timeout or
+    /// cancellation is.
+    pub fn run(&mut self, label: &str, spec: &CommandSpec) -> Result<CommandOutput, StageError> {
+        let n = self.commands.len() + 1;
+        let base = format!("{n:02}-{}", sanitize(label));
+        let stdout_path = self.work_dir.join(format!("{base}.stdout"));
+        let stderr_path = self.work_dir.join(format!("{base}.stderr"));
+        let shown = self.redactor.redact(&spec.display());
+        self.progress(&shown);
+        let finished = exec::run_to_files(
+            spec,
+            &stdout_path,
+            &stderr_path,
+            self.deadline,
+            &self.cancel,
+        )
+        .map_err(|e| StageError::failed(e.to_string()))?;
+        self.commands.push(CommandRecord {
+            command: shown.clone(),
+            exit: finished.exit.to_string(),
+            duration_s: finished.elapsed.as_secs_f64(),
+            stdout: self.relative(&stdout_path),
+            stderr: self.relative(&stderr_path),
+        });
+        match finished.exit {
+            Exit::Cancelled => return Err(StageError::Cancelled),
+            Exit::TimedOut(elapsed) => {
+                let limit = match (spec.timeout, self.timeout) {
+                    (Some(t), _) if elapsed < self.timeout.unwrap_or(Duration::MAX) => t,
+                    (_, Some(t)) => t,
+                    (Some(t), None) => t,
+                    (None, None) => elapsed,
+                };
+                return Err(StageError::Timeout(format!(
+                    "{} (`{shown}` was killed)",
+                    exec::format_duration(limit)
+                )));
+            }
+            _ => {}
+        }
+        let read = |p: &Path| {
+            std::fs::read(p)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .map_err(|e| StageError::io(format!("reading {}", p.display()), e))
+        };
+        Ok(CommandOutput {
+            exit: finished.exit,
+            stdout: read(&stdout_path)?,
+            stderr: read(&stderr_path)?,
+            elapsed: finished.elapsed,
+        })
+    }
+
+    /// Like [`run`](Self::run), but a non-zero exit is a `CommandFailed` error.
+    pub fn run_ok(&mut self, label: &str, spec: &CommandSpec) -> Result<CommandOutput, StageError> {
+        let out = self.run(label, spec)?;
+        if out.success() {
+            Ok(out)
+        } else {
+            Err(StageError::CommandFailed {
+                command: self.redactor.redact(&spec.display()),
+                status: out.exit.to_string(),
+                stderr_tail: out.tail(),
+            })
+        }
+    }
+
+    /// Writes a file into the work folder and lists it as an artifact.
+    pub fn write_artifact(&mut self, name: &str, bytes: &[u8]) -> Result<PathBuf, StageError> {
+        let path = self.work_dir.join(sanitize(name));
+        std::fs::write(&path, bytes)
+            .map_err(|e| StageError::io(format!("writing {}", path.display()), e))?;
+        self.artifacts.push(Artifact {
+            name: name.to_string(),
+            path: self.relative(&path),
+        });
+        Ok(path)
+    }
+
+    /// Records that this run created `name`; cleanup will remove it.
+    pub fn record_created(&mut self, kind: &str, name: &str) {
+        if !self.ledger.iter().any(|r| r.kind == kind && r.name == name) {
+            self.ledger.push(Resource {
+                kind: kind.into(),
+                name: name.into(),
+                created_by: self.instance_id.clone(),
+                removed: false,
+            });
+        }
+    }
+
+    /// Resources of `kind` this run created and has not removed yet.
+    pub fn created(&self, kind: &str) -> Vec<Resource> {
+        self.ledger
+            .iter()
+            .filter(|r| r.kind == kind && !r.removed)
+            .cloned()
+            .collect()
+    }
+
+    pub fn was_created(&self, kind: &str, name: &str) -> bool {
+        self.ledger
+            .iter()
+            .any(|r| r.kind == kind && r.name == name && !r.removed)
+    }
+
+    pub fn mark_removed(&mut self, kind: &str, name: &str) {
+        for r in self.ledger.iter_mut() {
+            if r.kind == kind && r.name == name {
+                r.removed = true;
+            }
+        }
+    }
+
+    fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.run_dir)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// File-name-safe form of an id or label.
+pub fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.=".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

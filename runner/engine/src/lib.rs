@@ -1,0 +1,25 @@
+//! The pipeline runner's engine: a pipeline file is parsed (`config`),
+//! checked and expanded into a `Plan` (`compile`), executed stage by stage
+//! (`runner`), recorded in `results.json` (`results`) and rendered into a
+//! Markdown report (`report`). Stages implement one trait (`stage`).
+
+pub mod cancel;
+pub mod ceph;
+pub mod compile;
+pub mod config;
+pub mod context;
+pub mod diagnostic;
+pub mod exec;
+pub mod host;
+pub mod params;
+pub mod plan;
+pub mod progress;
+pub mod registry;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod secrets;
+pub mod stage;
+pub mod template;
+
+pub use pipeline_model as model;

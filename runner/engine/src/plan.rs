@@ -1,0 +1,247 @@
+//! The checked, fully expanded plan: every stage instance after matrix
+//! expansion, with its parameters still holding the templates that can only
+//! be rendered at run time (outputs of earlier stages).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ceph::CephConnection;
+use crate::config::ReportConfig;
+use crate::diagnostic::Source;
+use crate::params::{self, Params};
+use crate::registry::RegisteredStage;
+use crate::secrets::Redactor;
+use crate::stage::{Action, PlanContext};
+use crate::template;
+
+pub struct Plan {
+    pub source: Arc<Source>,
+    pub name: String,
+    pub description: Option<String>,
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    pub env: BTreeMap<String, String>,
+    pub redactor: Redactor,
+    pub ceph: CephConnection,
+    pub stages: Vec<PlannedStage>,
+    pub cleanup: Vec<PlannedStage>,
+    pub report: ReportConfig,
+}
+
+#[derive(Clone)]
+pub struct PlannedStage {
+    /// `id` or `id[axis=value,...]`.
+    pub instance_id: String,
+    pub stage_id: String,
+    pub plugin: RegisteredStage,
+    pub description: Option<String>,
+    pub matrix: BTreeMap<String, serde_json::Value>,
+    /// The `with:` mapping, templates not yet rendered.
+    pub with: serde_json::Map<String, serde_json::Value>,
+    pub timeout: Option<Duration>,
+    pub continue_on_error: bool,
+    pub when: Option<String>,
+}
+
+impl PlannedStage {
+    /// Renders templates and checks every value against the plugin's
+    /// parameter types; fills defaults.
+    pub fn resolve_params(
+        &self,
+        env: &minijinja::Environment<'_>,
+        ctx: &minijinja::Value,
+    ) -> Result<Params, Vec<String>> {
+        let mut out = Params::new();
+        let mut problems = Vec::new();
+        for spec in &self.plugin.description.params {
+            match self.with.get(&spec.name) {
+                Some(raw) => match template::render_json(env, raw, ctx)
+                    .map_err(|e| format!("`{}`: {e}", spec.name))
+                    .and_then(|v| {
+                        params::coerce(&spec.ty, &v).map_err(|e| format!("`{}`: {e}", spec.name))
+                    }) {
+                    Ok(v) => {
+                        out.insert(spec.name.clone(), v);
+                    }
+                    Err(e) => problems.push(e),
+                },
+                None => {
+                    if let Some(default) = &spec.default {
+                        out.insert(spec.name.clone(), default.clone());
+                    } else if spec.required {
+                        problems.push(format!("missing required parameter `{}`", spec.name));
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+impl Plan {
+    /// Context for rendering: vars, env, run; `stages` filled in as they finish.
+    pub fn template_context(
+        &self,
+        run: &serde_json::Value,
+        matrix: &BTreeMap<String, serde_json::Value>,
+        stages: &serde_json::Value,
+    ) -> minijinja::Value {
+        crate::template::context(serde_json::json!({
+            "vars": self.vars,
+            "env": self.env,
+            "run": run,
+            "matrix": matrix,
+            "stages": stages,
+        }))
+    }
+
+    /// Stage outputs that are only known at run time, shown as placeholders.
+    fn placeholder_stages(&self) -> serde_json::Value {
+        let mut stages = serde_json::Map::new();
+        for s in self.stages.iter().chain(&self.cleanup) {
+            let outputs: serde_json::Map<String, serde_json::Value> = s
+                .plugin
+                .description
+                .outputs
+                .iter()
+                .map(|o| {
+                    (
+                        o.name.clone(),
+                        format!("<stages.{}.outputs.{}>", s.stage_id, o.name).into(),
+                    )
+                })
+                .collect();
+            stages.insert(
+                s.stage_id.clone(),
+                serde_json::json!({"outputs": outputs, "status": format!("<stages.{}.status>", s.stage_id)}),
+            );
+        }
+        serde_json::Value::Object(stages)
+    }
+
+    /// What `pipeline plan` prints.
+    pub fn render_text(&self) -> String {
+        let env = template::environment();
+        let run = serde_json::json!({"id": "<run id>", "dir": "<run dir>", "name": self.name});
+        let stages = self.placeholder_stages();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "pipeline: {} ({})",
+            self.name,
+            self.source.path.display()
+        );
+        if let Some(d) = &self.description {
+            for line in d.trim().lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        if !self.vars.is_empty() {
+            let _ = writeln!(out, "vars:");
+            for (k, v) in &self.vars {
+                let _ = writeln!(out, "  {k} = {}", self.redactor.redact(&v.to_string()));
+            }
+        }
+        let cluster = crate::exec::shell_words(&self.ceph.cli_args());
+        let cluster = if cluster.is_empty() {
+            "Ceph defaults (/etc/ceph/ceph.conf, client.admin)".to_string()
+        } else {
+            self.redactor.redact(&cluster)
+        };
+        let _ = writeln!(out, "cluster: {cluster}");
+        let mut destructive = 0;
+        for (title, list) in [
+            ("stages", &self.stages),
+            ("cleanup (always runs)", &self.cleanup),
+        ] {
+            let _ = writeln!(out, "\n{title}:");
+            if list.is_empty() {
+                let _ = writeln!(out, "  (none)");
+            }
+            for (i, s) in list.iter().enumerate() {
+                let ctx = self.template_context(&run, &s.matrix, &stages);
+                let _ = write!(
+                    out,
+                    "  {}. {} [{}]",
+                    i + 1,
+                    s.instance_id,
+                    s.plugin.description.name
+                );
+                if let Some(t) = s.timeout {
+                    let _ = write!(out, " timeout={}", crate::exec::format_duration(t));
+                }
+                if s.continue_on_error {
+                    let _ = write!(out, " continue_on_error");
+                }
+                let _ = writeln!(out);
+                if let Some(w) = &s.when {
+                    let _ = writeln!(out, "     when: {w}");
+                }
+                match s.resolve_params(&env, &ctx) {
+                    Ok(params) => {
+                        for (k, v) in &params {
+                            let shown = self.redactor.redact(&v.to_string());
+                            let _ = writeln!(out, "     {k}: {shown}");
+                        }
+                        let pctx = PlanContext {
+                            instance_id: &s.instance_id,
+                            ceph: &self.ceph,
+                        };
+                        for action in s.plugin.stage.plan(&params, &pctx) {
+                            let mark = if action.destructive {
+                                destructive += 1;
+                                "!! DESTRUCTIVE"
+                            } else {
+                                "->"
+                            };
+                            let text = match &action.command {
+                                Some(argv) => format!(
+                                    "{}: {}",
+                                    action.summary,
+                                    crate::exec::shell_words(argv)
+                                ),
+                                None => action.summary.clone(),
+                            };
+                            let _ = writeln!(out, "     {mark} {}", self.redactor.redact(&text));
+                        }
+                    }
+                    Err(problems) => {
+                        for p in problems {
+                            let _ = writeln!(out, "     (resolved at run time) {p}");
+                        }
+                    }
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n{} stage instance(s), {} cleanup, {} destructive action(s)",
+            self.stages.len(),
+            self.cleanup.len(),
+            destructive
+        );
+        out
+    }
+
+    /// Every action, for tests and tooling.
+    pub fn actions(&self, s: &PlannedStage) -> Vec<Action> {
+        let env = template::environment();
+        let run = serde_json::json!({"id": "<run id>", "dir": "<run dir>", "name": self.name});
+        let ctx = self.template_context(&run, &s.matrix, &self.placeholder_stages());
+        match s.resolve_params(&env, &ctx) {
+            Ok(params) => s.plugin.stage.plan(
+                &params,
+                &PlanContext {
+                    instance_id: &s.instance_id,
+                    ceph: &self.ceph,
+                },
+            ),
+            Err(_) => Vec::new(),
+        }
+    }
+}

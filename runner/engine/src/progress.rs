@@ -1,0 +1,87 @@
+//! Live progress: a spinner per stage with elapsed time on a terminal, plain
+//! timestamped lines otherwise (CI logs, pipes).
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+pub enum Progress {
+    Terminal(MultiProgress),
+    Lines,
+    Quiet,
+}
+
+pub enum StageProgress {
+    Spinner(ProgressBar),
+    Lines(String),
+    Quiet,
+}
+
+impl Progress {
+    /// Spinners when stdout is a terminal, lines otherwise.
+    pub fn auto() -> Self {
+        if std::io::stdout().is_terminal() {
+            Progress::Terminal(MultiProgress::new())
+        } else {
+            Progress::Lines
+        }
+    }
+
+    pub fn line(&self, text: &str) {
+        match self {
+            Progress::Terminal(mp) => {
+                let _ = mp.println(text);
+            }
+            Progress::Lines => println!("{} {text}", timestamp()),
+            Progress::Quiet => {}
+        }
+    }
+
+    pub fn start(&self, id: &str, plugin: &str) -> StageProgress {
+        match self {
+            Progress::Terminal(mp) => {
+                let bar = mp.add(ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {prefix} {wide_msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_prefix(format!("{id} ({plugin})"));
+                bar.enable_steady_tick(Duration::from_millis(120));
+                StageProgress::Spinner(bar)
+            }
+            Progress::Lines => {
+                println!("{} start {id} ({plugin})", timestamp());
+                StageProgress::Lines(id.to_string())
+            }
+            Progress::Quiet => StageProgress::Quiet,
+        }
+    }
+}
+
+impl StageProgress {
+    pub fn message(&self, text: &str) {
+        match self {
+            StageProgress::Spinner(bar) => bar.set_message(text.to_string()),
+            StageProgress::Lines(id) => println!("{}   {id}: {text}", timestamp()),
+            StageProgress::Quiet => {}
+        }
+    }
+
+    pub fn finish(&self, line: &str) {
+        match self {
+            StageProgress::Spinner(bar) => {
+                bar.finish_and_clear();
+                println!("{line}");
+            }
+            StageProgress::Lines(_) => println!("{} {line}", timestamp()),
+            StageProgress::Quiet => {}
+        }
+    }
+}
+
+fn timestamp() -> String {
+    chrono::Utc::now().format("%H:%M:%S").to_string()
+}

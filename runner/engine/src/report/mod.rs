@@ -1,0 +1,61 @@
+//! Turning results into documents a person reads. One trait, [`Exporter`];
+//! Markdown is the one the runner writes into every run folder.
+
+mod markdown;
+
+use std::path::Path;
+
+pub use markdown::MarkdownExporter;
+
+use crate::results::RunResults;
+
+pub const REPORT_FILE: &str = "report.md";
+
+pub trait Exporter {
+    fn export(&self, results: &RunResults) -> Result<String, String>;
+}
+
+/// Renders `report.md` into the run folder.
+pub fn write_report(results: &RunResults, run_dir: &Path) -> Result<(), String> {
+    let text = MarkdownExporter.export(results)?;
+    std::fs::write(run_dir.join(REPORT_FILE), text).map_err(|e| e.to_string())
+}
+
+/// Figures as a person reads them: 4 significant digits, no float noise.
+pub fn format_number(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    if v == v.trunc() && v.abs() < 1e15 {
+        return format!("{}", v as i64);
+    }
+    let abs = v.abs();
+    let decimals = if abs >= 1000.0 {
+        1
+    } else if abs >= 100.0 {
+        2
+    } else if abs >= 1.0 {
+        3
+    } else {
+        // Small values (latencies in seconds): keep 3 significant digits.
+        let lead = (-abs.log10()).floor() as usize;
+        (lead + 3).min(12)
+    };
+    let s = format!("{v:.decimals$}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_number;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(format_number(312.933), "312.93");
+        assert_eq!(format_number(78.0), "78");
+        assert_eq!(format_number(0.0511237), "0.0511");
+        assert_eq!(format_number(18812.345), "18812.3");
+        assert_eq!(format_number(1.5), "1.5");
+    }
+}

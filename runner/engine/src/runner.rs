@@ -1,0 +1,448 @@
+//! Executes a plan: stages in order, then cleanup stages, ALWAYS (after
+//! success, after a failure, after Ctrl-C). `results.json` is rewritten after
+//! every stage, so whatever finished is on disk even if the runner is killed.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chrono::{SecondsFormat, Utc};
+
+use crate::cancel::{CancelToken, Signals};
+use crate::context::{Resource, StageContext, sanitize};
+use crate::exec::format_duration;
+use crate::plan::{Plan, PlannedStage};
+use crate::progress::Progress;
+use crate::report;
+use crate::results::{PipelineInfo, RunResults, RunStatus, RunnerInfo, StageRecord, StageStatus};
+use crate::stage::{StageError, StageOutput};
+use crate::template;
+
+pub struct RunOptions {
+    /// `--out DIR`; default `runs/<run id>`.
+    pub out_dir: Option<PathBuf>,
+    pub runs_root: PathBuf,
+    pub signals: Signals,
+    pub progress: Progress,
+}
+
+pub struct RunOutcome {
+    pub run_dir: PathBuf,
+    pub report_path: PathBuf,
+    pub results: RunResults,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot prepare the run folder {path}: {source}")]
+    RunDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} already holds a run (results.json); choose another --out folder")]
+    RunDirTaken(PathBuf),
+}
+
+pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
+    let started = Utc::now();
+    let run_id = format!(
+        "{}-{}",
+        started.format("%Y%m%dT%H%M%SZ"),
+        sanitize(&plan.name)
+    );
+    let run_dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| opts.runs_root.join(&run_id));
+    prepare_run_dir(plan, &run_dir)?;
+    let run_dir = run_dir.canonicalize().unwrap_or(run_dir);
+    let mut runner = Runner {
+        plan,
+        run_dir: run_dir.clone(),
+        run_ctx: serde_json::json!({"id": run_id, "dir": run_dir.display().to_string(), "name": plan.name}),
+        stage_values: serde_json::Map::new(),
+        ledger: Vec::new(),
+        progress: opts.progress,
+        results: RunResults {
+            schema_version: crate::results::SCHEMA_VERSION,
+            run_id: run_id.clone(),
+            pipeline: PipelineInfo {
+                name: plan.name.clone(),
+                description: plan.description.clone(),
+                file: plan.source.path.display().to_string(),
+                git: crate::host::git_info(&plan.source.path),
+            },
+            runner: RunnerInfo {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            },
+            host: crate::host::host_info(),
+            started_at: rfc3339(started),
+            ended_at: None,
+            duration_s: None,
+            status: RunStatus::Running,
+            vars: plan
+                .vars
+                .iter()
+                .map(|(k, v)| (k.clone(), plan.redactor.redact_json(v)))
+                .collect(),
+            stages: Vec::new(),
+            cleanup: Vec::new(),
+            created: Vec::new(),
+            environment: BTreeMap::new(),
+        },
+    };
+    runner.save();
+    runner.progress.line(&format!(
+        "run {run_id}: {} stage(s), {} cleanup",
+        plan.stages.len(),
+        plan.cleanup.len()
+    ));
+
+    // Benchmark stages: cancelled by the first signal.
+    let cancel = opts.signals.token();
+    let mut blocking_failure: Option<String> = None;
+    for stage in &plan.stages {
+        let record = if cancel.is_cancelled() {
+            runner.not_run(stage, StageStatus::Cancelled, "the run was interrupted")
+        } else if let Some(failed) = &blocking_failure {
+            runner.not_run(
+                stage,
+                StageStatus::Skipped,
+                &format!("stage `{failed}` failed"),
+            )
+        } else {
+            runner.run_stage(stage, &cancel)
+        };
+        if record.status == StageStatus::Failed
+            && !stage.continue_on_error
+            && blocking_failure.is_none()
+        {
+            blocking_failure = Some(record.id.clone());
+        }
+        runner.results.stages.push(record);
+        runner.save();
+    }
+    let interrupted = cancel.is_cancelled();
+
+    // Cleanup stages: always run; only a further signal cancels them.
+    let cleanup_cancel = opts.signals.token();
+    if !plan.cleanup.is_empty() {
+        runner.progress.line(if interrupted {
+            "interrupted: running cleanup (Ctrl-C again to abort it)"
+        } else {
+            "cleanup"
+        });
+    }
+    for stage in &plan.cleanup {
+        let record = if cleanup_cancel.is_cancelled() {
+            runner.not_run(stage, StageStatus::Cancelled, "cleanup was interrupted")
+        } else {
+            runner.run_stage(stage, &cleanup_cancel)
+        };
+        runner.results.cleanup.push(record);
+        runner.save();
+    }
+
+    let ended = Utc::now();
+    let failed = runner
+        .results
+        .stages
+        .iter()
+        .any(|s| s.status == StageStatus::Failed && !s.continue_on_error)
+        || runner
+            .results
+            .cleanup
+            .iter()
+            .any(|s| s.status == StageStatus::Failed && !s.continue_on_error);
+    runner.results.status = if interrupted || cleanup_cancel.is_cancelled() {
+        RunStatus::Cancelled
+    } else if failed {
+        RunStatus::Failed
+    } else {
+        RunStatus::Succeeded
+    };
+    runner.results.ended_at = Some(rfc3339(ended));
+    runner.results.duration_s = Some((ended - started).num_milliseconds() as f64 / 1000.0);
+    runner.save();
+    let report_path = run_dir.join(report::REPORT_FILE);
+    if let Err(e) = report::write_report(&runner.results, &run_dir) {
+        runner
+            .progress
+            .line(&format!("warning: could not write the report: {e}"));
+    }
+    Ok(RunOutcome {
+        run_dir,
+        report_path,
+        results: runner.results,
+    })
+}
+
+fn prepare_run_dir(plan: &Plan, run_dir: &Path) -> Result<(), RunError> {
+    let err = |source| RunError::RunDir {
+        path: run_dir.to_path_buf(),
+        source,
+    };
+    if run_dir.join(crate::results::RESULTS_FILE).exists() {
+        return Err(RunError::RunDirTaken(run_dir.to_path_buf()));
+    }
+    std::fs::create_dir_all(run_dir.join("stages")).map_err(err)?;
+    // The suite as given, and as resolved (what `pipeline plan` shows).
+    std::fs::write(run_dir.join("pipeline.yaml"), &plan.source.text).map_err(err)?;
+    std::fs::write(run_dir.join("plan.txt"), plan.render_text()).map_err(err)?;
+    Ok(())
+}
+
+struct Runner<'p> {
+    plan: &'p Plan,
+    run_dir: PathBuf,
+    run_ctx: serde_json::Value,
+    /// `stages.ID` for templates: outputs and status of finished stages.
+    stage_values: serde_json::Map<String, serde_json::Value>,
+    ledger: Vec<Resource>,
+    progress: Progress,
+    results: RunResults,
+}
+
+impl Runner<'_> {
+    fn save(&mut self) {
+        self.results.created = self.ledger.clone();
+        if let Err(e) = self.results.save(&self.run_dir) {
+            self.progress
+                .line(&format!("warning: could not write results.json: {e}"));
+        }
+    }
+
+    fn record(&self, stage: &PlannedStage, status: StageStatus) -> StageRecord {
+        StageRecord {
+            id: stage.instance_id.clone(),
+            stage: stage.stage_id.clone(),
+            plugin: stage.plugin.description.name.clone(),
+            description: stage.description.clone(),
+            matrix: stage.matrix.clone(),
+            params: self
+                .plan
+                .redactor
+                .redact_json(&serde_json::Value::Object(stage.with.clone())),
+            status,
+            started_at: None,
+            ended_at: None,
+            duration_s: None,
+            error: None,
+            skip_reason: None,
+            continue_on_error: stage.continue_on_error,
+            metrics: Vec::new(),
+            outputs: BTreeMap::new(),
+            artifacts: Vec::new(),
+            commands: Vec::new(),
+        }
+    }
+
+    fn not_run(&mut self, stage: &PlannedStage, status: StageStatus, reason: &str) -> StageRecord {
+        let mut record = self.record(stage, status);
+        record.skip_reason = Some(reason.to_string());
+        self.progress.line(&format!(
+            "{} {} ({reason})",
+            status.as_str(),
+            stage.instance_id
+        ));
+        self.remember(stage, status, &BTreeMap::new());
+        record
+    }
+
+    fn remember(
+        &mut self,
+        stage: &PlannedStage,
+        status: StageStatus,
+        outputs: &BTreeMap<String, serde_json::Value>,
+    ) {
+        self.stage_values.insert(
+            stage.stage_id.clone(),
+            serde_json::json!({"status": status.as_str(), "outputs": outputs}),
+        );
+    }
+
+    fn run_stage(&mut self, stage: &PlannedStage, cancel: &CancelToken) -> StageRecord {
+        let env = template::environment();
+        let ctx = self.plan.template_context(
+            &self.run_ctx,
+            &stage.matrix,
+            &serde_json::Value::Object(self.stage_values.clone()),
+        );
+        let mut record = self.record(stage, StageStatus::Succeeded);
+
+        if let Some(when) = &stage.when {
+            match template::eval_bool(&env, when, &ctx) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return self.not_run(
+                        stage,
+                        StageStatus::Skipped,
+                        &format!("`when: {when}` is false"),
+                    );
+                }
+                Err(e) => {
+                    record.status = StageStatus::Failed;
+                    record.error = Some(format!("cannot evaluate `when: {when}`: {e}"));
+                    self.progress.line(&format!(
+                        "failed {}: {}",
+                        stage.instance_id,
+                        record.error.as_deref().unwrap_or_default()
+                    ));
+                    self.remember(stage, StageStatus::Failed, &BTreeMap::new());
+                    return record;
+                }
+            }
+        }
+        let params = match stage.resolve_params(&env, &ctx) {
+            Ok(p) => p,
+            Err(problems) => {
+                record.status = StageStatus::Failed;
+                record.error = Some(format!("invalid parameters: {}", problems.join("; ")));
+                self.progress.line(&format!(
+                    "failed {}: {}",
+                    stage.instance_id,
+                    record.error.as_deref().unwrap_or_default()
+                ));
+                self.remember(stage, StageStatus::Failed, &BTreeMap::new());
+                return record;
+            }
+        };
+        record.params = self
+            .plan
+            .redactor
+            .redact_json(&serde_json::Value::Object(params.clone()));
+
+        let work_dir = self
+            .run_dir
+            .join("stages")
+            .join(sanitize(&stage.instance_id));
+        let started = Utc::now();
+        let clock = Instant::now();
+        record.started_at = Some(rfc3339(started));
+        let bar = self
+            .progress
+            .start(&stage.instance_id, &stage.plugin.description.name);
+        let show = |m: &str| bar.message(m);
+        let mut ctx = StageContext {
+            instance_id: stage.instance_id.clone(),
+            work_dir: work_dir.clone(),
+            run_dir: self.run_dir.clone(),
+            ceph: self.plan.ceph.clone(),
+            deadline: stage.timeout.map(|t| clock + t),
+            timeout: stage.timeout,
+            cancel: cancel.clone(),
+            progress: &show,
+            ledger: &mut self.ledger,
+            commands: Vec::new(),
+            artifacts: Vec::new(),
+            redactor: &self.plan.redactor,
+        };
+        let outcome: Result<StageOutput, StageError> = match std::fs::create_dir_all(&work_dir) {
+            Err(e) => Err(StageError::io(
+                format!("creating {}", work_dir.display()),
+                e,
+            )),
+            Ok(()) => std::panic::catch_unwind(AssertUnwindSafe(|| {
+                stage.plugin.stage.run(&params, &mut ctx)
+            }))
+            .unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(StageError::failed(format!(
+                    "the stage crashed (a bug in `{}`): {what}",
+                    stage.plugin.description.name
+                )))
+            }),
+        };
+        let commands = std::mem::take(&mut ctx.commands);
+        let mut artifacts = std::mem::take(&mut ctx.artifacts);
+        drop(ctx);
+        let elapsed = clock.elapsed();
+        record.ended_at = Some(rfc3339(Utc::now()));
+        record.duration_s = Some(elapsed.as_secs_f64());
+        record.commands = commands;
+
+        match outcome {
+            Ok(output) => {
+                for series in &output.series {
+                    let name = format!("series-{}.json", sanitize(&series.name));
+                    let path = work_dir.join(&name);
+                    if let Ok(text) = serde_json::to_string_pretty(series)
+                        && std::fs::write(&path, text).is_ok()
+                    {
+                        artifacts.push(crate::results::Artifact {
+                            name: format!("series: {}", series.name),
+                            path: path
+                                .strip_prefix(&self.run_dir)
+                                .unwrap_or(&path)
+                                .display()
+                                .to_string(),
+                        });
+                    }
+                }
+                self.results.environment.extend(output.environment.clone());
+                record.metrics = output.metrics;
+                record.outputs = output.outputs;
+                if let Some(reason) = output.skipped {
+                    record.status = StageStatus::Skipped;
+                    record.skip_reason = Some(reason);
+                }
+            }
+            Err(StageError::Cancelled) => {
+                record.status = StageStatus::Cancelled;
+                record.error = Some("interrupted".into());
+            }
+            Err(e) => {
+                record.status = StageStatus::Failed;
+                record.error = Some(self.plan.redactor.redact(&e.to_string()));
+            }
+        }
+        record.artifacts = artifacts;
+        bar.finish(&finish_line(&record, elapsed));
+        self.remember(stage, record.status, &record.outputs);
+        record
+    }
+}
+
+fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
+    let mark = match record.status {
+        StageStatus::Succeeded => "ok",
+        StageStatus::Failed if record.continue_on_error => "FAILED (continuing)",
+        StageStatus::Failed => "FAILED",
+        StageStatus::Skipped => "skipped",
+        StageStatus::Cancelled => "cancelled",
+    };
+    let mut line = format!("{mark:>9} {} in {}", record.id, format_duration(elapsed));
+    let headline: Vec<String> = record
+        .metrics
+        .iter()
+        .filter(|m| m.headline)
+        .take(4)
+        .map(|m| {
+            format!(
+                "{}={} {}",
+                m.display_name(),
+                crate::report::format_number(m.value),
+                m.unit
+            )
+        })
+        .collect();
+    if !headline.is_empty() {
+        line.push_str(&format!(": {}", headline.join(", ")));
+    }
+    if let Some(e) = &record.error {
+        line.push_str(&format!(": {e}"));
+    }
+    if let Some(r) = &record.skip_reason {
+        line.push_str(&format!(" ({r})"));
+    }
+    line
+}
+
+fn rfc3339(t: chrono::DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}

@@ -1,0 +1,118 @@
+//! The results data model: what a stage measures, in a shape every consumer
+//! (results.json, the Markdown report, later run comparison and charts) reads
+//! the same way.
+//!
+//! A [`Metric`] always carries a unit and a [`Direction`], because a later run
+//! is compared against this one: "381 IOPS" means nothing without knowing that
+//! more IOPS is better and that it was 4875 last time.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub mod unit;
+
+/// Whether a larger value of a metric is an improvement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Throughput, IOPS: more is better.
+    Higher,
+    /// Latency, errors, retransmits: less is better.
+    Lower,
+    /// Informational (op size, object count): no better or worse.
+    #[default]
+    None,
+}
+
+/// Labels qualify a metric: `host`, `job`, `op` (read/write), `percentile`, ...
+pub type Labels = BTreeMap<String, String>;
+
+/// One measured figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    /// Stable, machine-friendly name, e.g. `bandwidth`, `iops_avg`, `clat_p99`.
+    pub name: String,
+    pub value: f64,
+    /// Unit of `value`; see [`unit`] for the spellings used by the native stages.
+    pub unit: String,
+    pub direction: Direction,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
+    /// Shown in the report's summary table.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub headline: bool,
+}
+
+impl Metric {
+    pub fn new(name: impl Into<String>, value: f64, unit: &str, direction: Direction) -> Self {
+        Metric {
+            name: name.into(),
+            value,
+            unit: unit.to_string(),
+            direction,
+            labels: Labels::new(),
+            headline: false,
+        }
+    }
+
+    /// Adds a label (builder style).
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Marks the metric for the report's summary table.
+    pub fn headline(mut self) -> Self {
+        self.headline = true;
+        self
+    }
+
+    /// `name{k=v,...}`: how a metric is named in logs and the report.
+    pub fn display_name(&self) -> String {
+        if self.labels.is_empty() {
+            return self.name.clone();
+        }
+        let labels: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("{}{{{}}}", self.name, labels.join(","))
+    }
+}
+
+/// A time series (e.g. rados bench's per-second "cur MB/s"), kept as a stage
+/// artifact so a report or comparison can chart it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Series {
+    pub name: String,
+    pub unit: String,
+    pub direction: Direction,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
+    /// `[seconds since the start of the measurement, value]`.
+    pub points: Vec<[f64; 2]>,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, unit: &str, direction: Direction) -> Self {
+        Series {
+            name: name.into(),
+            unit: unit.to_string(),
+            direction,
+            labels: Labels::new(),
+            points: Vec::new(),
+        }
+    }
+}
+
+/// What a parser extracts from one tool output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Measurement {
+    pub metrics: Vec<Metric>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<Series>,
+}
