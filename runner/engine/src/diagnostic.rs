@@ -91,8 +91,10 @@ impl Diagnostic {
         self
     }
 
+    /// Sets the hint unless one is already set: chain candidates from the
+    /// most specific ("did you mean") to the most general ("valid keys: ...").
     pub fn with_help_opt(mut self, help: Option<String>) -> Self {
-        if help.is_some() {
+        if self.help.is_none() {
             self.help = help;
         }
         self
@@ -165,6 +167,21 @@ fn token_width(line: &str, start: usize) -> usize {
     let Some(&first) = rest.first() else {
         return 1;
     };
+    if first == '[' || first == '{' {
+        let close = if first == '[' { ']' } else { '}' };
+        let mut depth = 0;
+        for (i, &c) in rest.iter().enumerate() {
+            if c == first {
+                depth += 1;
+            } else if c == close {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+        }
+        return rest.len();
+    }
     if first == '"' || first == '\'' {
         return rest
             .iter()
@@ -179,6 +196,10 @@ fn token_width(line: &str, start: usize) -> usize {
             break;
         }
         if c == ' ' && next == Some('#') {
+            break;
+        }
+        // Flow collections: `{a: 1, b: [x, y]}` ends a plain scalar at `,]}`.
+        if matches!(c, ',' | ']' | '}') {
             break;
         }
         width = i + 1;
@@ -202,6 +223,15 @@ impl Diagnostics {
 
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// Orders by file, then position (diagnostics without a place last).
+    pub fn sort(&mut self) {
+        self.0.sort_by_key(|d| match &d.label {
+            Some(l) if l.loc.is_known() => (l.source.path.clone(), l.loc.line, l.loc.col),
+            Some(l) => (l.source.path.clone(), u32::MAX, 0),
+            None => (PathBuf::new(), u32::MAX, 0),
+        });
     }
 
     pub fn extend(&mut self, other: Diagnostics) {

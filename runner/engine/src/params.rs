@@ -118,9 +118,12 @@ pub fn coerce(ty: &ParamType, value: &Value) -> Result<Value, String> {
     let got = || format!("expected {}, found {}", ty.describe(), json_type(value));
     match ty {
         ParamType::Any => Ok(value.clone()),
+        // YAML reads `[echo, 1]` and `[true]` as a number and a boolean; as
+        // command arguments they are meant as text.
         ParamType::String => match value {
             Value::String(_) => Ok(value.clone()),
             Value::Number(n) => Ok(Value::String(n.to_string())),
+            Value::Bool(b) => Ok(Value::String(b.to_string())),
             _ => Err(got()),
         },
         ParamType::Integer => match value {
@@ -224,7 +227,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, next) = tail.split_at(unit_end);
-        let factor = match unit {
+        let factor = match unit.trim() {
             "ms" => 0.001,
             "s" => 1.0,
             "m" => 60.0,

@@ -66,16 +66,19 @@ pub fn compile(
     let at = |d: Diagnostic, loc| d.at(source, loc);
 
     check_name(config, &mut diags, source);
-    let env = vars::read_env(config, options, source, &mut diags);
+    let env_vars = vars::read_env(config, options, source, &mut diags);
+    let redactor = Redactor::new(
+        env_vars
+            .iter()
+            .filter(|e| e.secret)
+            .filter_map(|e| e.value.clone()),
+    );
+    let env: BTreeMap<String, String> = env_vars
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect();
     let vars = vars::resolve_vars(config, options, &env, source, &mut diags);
     let ceph = vars::resolve_cluster(config, &vars, &env, source, &mut diags);
-    let redactor = Redactor::new(
-        config
-            .env
-            .iter()
-            .filter(|e| matches!(e, crate::config::EnvVarConfig::Detailed(d) if d.secret))
-            .filter_map(|e| env.get(e.name().as_str()).cloned()),
-    );
 
     let scope = stages::Scope {
         source,
@@ -119,6 +122,7 @@ pub fn compile(
     }
 
     if !diags.is_empty() {
+        diags.sort();
         return Err(diags);
     }
     Ok(Plan {
@@ -126,7 +130,7 @@ pub fn compile(
         name: config.name.value.clone(),
         description: config.description.clone(),
         vars,
-        env: env.into_iter().collect::<BTreeMap<_, _>>(),
+        env,
         redactor,
         ceph: ceph.unwrap_or_default(),
         stages: main,

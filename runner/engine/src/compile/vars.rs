@@ -8,38 +8,107 @@ use serde_json::{Map, Value};
 
 use super::CompileOptions;
 use crate::ceph::{CephConnection, ClusterConfig};
-use crate::config::{EnvVarConfig, Node, NodeValue, PipelineConfig, Sp};
+use crate::config::{Node, NodeValue, PipelineConfig, Sp};
 use crate::diagnostic::{Diagnostic, Diagnostics, Loc, Source, did_you_mean};
 use crate::template;
 
+/// A declared environment variable.
+pub struct EnvVar {
+    pub name: String,
+    pub value: Option<String>,
+    pub secret: bool,
+}
+
+/// Reads the variables listed under `env:`. A missing one is reported once,
+/// here; templates may still name it (no second error).
 pub fn read_env(
     config: &PipelineConfig,
     options: &CompileOptions,
     source: &Arc<Source>,
     diags: &mut Diagnostics,
-) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
+) -> Vec<EnvVar> {
+    let mut vars = Vec::new();
     for entry in &config.env {
-        let name = entry.name();
-        let default = match entry {
-            EnvVarConfig::Detailed(d) => d.default.clone(),
-            EnvVarConfig::Name(_) => None,
+        let Some((name, default, secret)) = env_entry(entry, source, diags) else {
+            continue;
         };
-        match (options.env)(name).or(default) {
-            Some(value) => {
-                env.insert(name.value.clone(), value);
-            }
-            None => diags.push(
-                Diagnostic::error(format!("environment variable `{}` is not set", name.value))
-                    .at(source, name.loc)
-                    .with_help(format!(
-                        "set it (`export {}=...`) or give a default: `{{name: {}, default: VALUE}}`",
-                        name.value, name.value
-                    )),
-            ),
+        let value = (options.env)(&name).or(default);
+        if value.is_none() {
+            diags.push(
+                Diagnostic::error(format!("environment variable `{name}` is not set"))
+                    .at(source, entry.loc)
+                    .with_help(format!("set it (`export {name}=...`) or give a default: `{{name: {name}, default: VALUE}}`")),
+            );
         }
+        vars.push(EnvVar {
+            name,
+            value,
+            secret,
+        });
     }
-    env
+    vars
+}
+
+fn env_entry(
+    entry: &Node,
+    source: &Arc<Source>,
+    diags: &mut Diagnostics,
+) -> Option<(String, Option<String>, bool)> {
+    let bad =
+        |diags: &mut Diagnostics, loc, message: String| {
+            diags.push(Diagnostic::error(message).at(source, loc).with_help(
+                "write a variable name, or `{name: NAME, default: VALUE, secret: true}`",
+            ));
+            None
+        };
+    match &entry.value {
+        NodeValue::String(name) if is_env_name(name) => Some((name.clone(), None, false)),
+        NodeValue::String(name) => bad(
+            diags,
+            entry.loc,
+            format!("`{name}` is not an environment variable name"),
+        ),
+        NodeValue::Map(pairs) => {
+            let (mut name, mut default, mut secret) = (None, None, false);
+            for (k, v) in pairs {
+                match (k.key_text().as_str(), &v.value) {
+                    ("name", NodeValue::String(n)) if is_env_name(n) => name = Some(n.clone()),
+                    ("default", NodeValue::String(d)) => default = Some(d.clone()),
+                    ("default", NodeValue::Int(_) | NodeValue::Float(_) | NodeValue::Bool(_)) => {
+                        default = Some(v.to_json().to_string())
+                    }
+                    ("secret", NodeValue::Bool(b)) => secret = *b,
+                    (key @ ("name" | "default" | "secret"), _) => {
+                        return bad(diags, v.loc, format!("invalid `{key}` in an `env` entry"));
+                    }
+                    (key, _) => {
+                        diags.push(
+                            Diagnostic::error(format!("unknown key `{key}` in an `env` entry"))
+                                .at(source, k.loc)
+                                .with_help_opt(did_you_mean(key, ["name", "default", "secret"]))
+                                .with_help_opt(Some("keys: name, default, secret".into())),
+                        );
+                        return None;
+                    }
+                }
+            }
+            match name {
+                Some(n) => Some((n, default, secret)),
+                None => bad(diags, entry.loc, "an `env` entry needs `name`".into()),
+            }
+        }
+        _ => bad(
+            diags,
+            entry.loc,
+            format!("invalid `env` entry: found {}", entry.type_name()),
+        ),
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 pub fn resolve_vars(

@@ -28,9 +28,11 @@ pub struct PipelineConfig {
     #[serde(default)]
     #[schemars(with = "std::collections::BTreeMap<String, Node>")]
     pub vars: Option<Node>,
-    /// Environment variables the suite reads (`{{ env.NAME }}`). Only these are visible.
+    /// Environment variables the suite reads (`{{ env.NAME }}`). Only these are
+    /// visible. Each entry is a name, or `{name, default, secret}`.
     #[serde(default)]
-    pub env: Vec<EnvVarConfig>,
+    #[schemars(with = "Vec<EnvVarConfig>")]
+    pub env: Vec<Node>,
     /// How stages reach the Ceph cluster.
     #[serde(default)]
     pub cluster: Option<crate::ceph::ClusterConfig>,
@@ -44,7 +46,8 @@ pub struct PipelineConfig {
     pub report: ReportConfig,
 }
 
-/// An environment variable the suite reads.
+/// An environment variable the suite reads (schema; parsed from a `Node` so
+/// that both forms keep their locations).
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum EnvVarConfig {
@@ -64,15 +67,6 @@ pub struct EnvVarDetail {
     /// Redacted (`***`) wherever it would appear in results, plan output and the report.
     #[serde(default)]
     pub secret: bool,
-}
-
-impl EnvVarConfig {
-    pub fn name(&self) -> &Sp<String> {
-        match self {
-            EnvVarConfig::Name(n) => n,
-            EnvVarConfig::Detailed(d) => &d.name,
-        }
-    }
 }
 
 /// One stage: a plugin invocation, possibly expanded over a matrix.

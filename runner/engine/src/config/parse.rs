@@ -21,6 +21,13 @@ pub fn parse_pipeline(source: &Arc<Source>) -> Result<PipelineConfig, Diagnostic
             max_total_scalar_bytes: 16 * 1024 * 1024,
         },
     };
+    if source.text.trim().is_empty() {
+        return Err(Diagnostic::error("the pipeline file is empty")
+            .at(source, Loc::default())
+            .with_help(
+                "a pipeline needs at least `name:` and `stages:`; see pipelines/smoke.yaml",
+            ));
+    }
     serde_saphyr::from_str_with_options::<PipelineConfig>(&source.text, options)
         .map_err(|e| yaml_error(source, &e))
 }
@@ -73,10 +80,10 @@ fn explain(message: &str) -> (String, Option<String>) {
             Some(format!("add `{name}:` to this mapping")),
         );
     }
-    if message.contains("untagged enum EnvVarConfig") {
+    if message.starts_with("expected mapping") {
         return (
-            "invalid `env` entry".to_string(),
-            Some("write a variable name, or `{name: NAME, default: VALUE, secret: true}`".into()),
+            format!("{message}: a pipeline file is a mapping"),
+            Some("start with `name: ...` and `stages:`; see pipelines/smoke.yaml".into()),
         );
     }
     (message.to_string(), None)

@@ -23,8 +23,11 @@ impl Exporter for MarkdownExporter {
         env.set_syntax(syntax);
         env.add_filter("cell", cell);
         env.add_filter("num", |v: f64| format_number(v));
-        env.add_filter("duration", |v: f64| {
-            format_duration(std::time::Duration::from_secs_f64(v.max(0.0)))
+        env.add_filter("duration", |v: minijinja::Value| match f64::try_from(v) {
+            Ok(secs) if secs.is_finite() => {
+                format_duration(std::time::Duration::from_secs_f64(secs.max(0.0)))
+            }
+            _ => "-".to_string(),
         });
         env.add_filter("arrow", |d: String| match d.as_str() {
             "higher" => "↑",

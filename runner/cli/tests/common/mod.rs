@@ -1,0 +1,64 @@
+//! Helpers shared by the integration tests: where the data lives, how to run
+//! the `pipeline` binary, and golden-file comparison.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The workspace root (tests run from the crate folder).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+/// `pipeline ARGS` run from the workspace root, with a quiet, stable environment.
+pub fn pipeline(args: &[&str]) -> Output {
+    pipeline_command(args).output().expect("run pipeline")
+}
+
+pub fn pipeline_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    cmd.args(args)
+        .current_dir(root())
+        .env("RUST_BACKTRACE", "0")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+/// Files in `dir` with extension `ext`, sorted.
+pub fn cases(dir: &str, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .expect("case folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Compares `actual` with the golden file; `UPDATE_EXPECT=1` rewrites it.
+/// Returns a description of the mismatch, if any.
+pub fn golden(path: &Path, actual: &str) -> Option<String> {
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(path, actual).expect("write golden file");
+        return None;
+    }
+    let expected = std::fs::read_to_string(path).unwrap_or_default();
+    if expected == actual {
+        return None;
+    }
+    Some(format!(
+        "{} differs (UPDATE_EXPECT=1 to accept):\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    ))
+}
+
+/// A fresh temporary folder for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pipeline-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
