@@ -1,7 +1,9 @@
 //! The native (compiled-in) stages. [`registry`] is the one list of them:
 //! adding a stage means adding a module and a line there.
 
+pub mod ceph;
 pub mod exec;
+pub mod fio;
 
 use pipeline_engine::registry::Registry;
 
@@ -9,5 +11,11 @@ use pipeline_engine::registry::Registry;
 pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.add_native(exec::Exec);
+    r.add_native(ceph::info::CephInfo);
+    r.add_native(ceph::pool::CephPool);
+    r.add_native(ceph::rados_bench::RadosBench);
+    r.add_native(ceph::rbd_bench::RbdBench);
+    r.add_native(ceph::cleanup::CephCleanup);
+    r.add_native(fio::Fio);
     r
 }

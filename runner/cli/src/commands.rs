@@ -249,25 +249,115 @@ pub fn schema(results: bool) -> u8 {
 }
 
 pub fn parse(format: &str, file: &Path) -> u8 {
-    let _ = (format, file);
-    eprintln!("error: not available yet");
-    EXIT_INVALID
+    let text = match std::fs::read(file) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", file.display());
+            return EXIT_INVALID;
+        }
+    };
+    match pipeline_parsers::parse(format, &text) {
+        Ok(m) => {
+            println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            EXIT_INVALID
+        }
+    }
+}
+
+fn sandbox_dir(dir: Option<PathBuf>) -> PathBuf {
+    dir.unwrap_or_else(pipeline_sandbox::default_dir)
 }
 
 pub fn sandbox_up(
-    _dir: Option<PathBuf>,
-    _memstore: Option<String>,
-    _bluestore: bool,
-    _no_pool_delete: bool,
+    dir: Option<PathBuf>,
+    memstore: Option<String>,
+    bluestore: bool,
+    no_pool_delete: bool,
 ) -> u8 {
-    EXIT_INVALID
+    let mut opts = pipeline_sandbox::SandboxOptions {
+        dir: sandbox_dir(dir),
+        allow_pool_delete: !no_pool_delete,
+        ..Default::default()
+    };
+    if let Some(size) = memstore {
+        match pipeline_engine::params::parse_size(&size) {
+            Ok(bytes) => opts.memstore_bytes = bytes,
+            Err(e) => {
+                eprintln!("error: --memstore {size}: {e}");
+                return EXIT_INVALID;
+            }
+        }
+    }
+    if bluestore {
+        opts.objectstore = pipeline_sandbox::ObjectStore::Bluestore {
+            size: pipeline_sandbox::DEFAULT_BLUESTORE_BYTES,
+        };
+    }
+    let started = std::time::Instant::now();
+    match pipeline_sandbox::up(&opts, &mut |line| eprintln!("sandbox: {line}")) {
+        Ok(env) => {
+            eprintln!(
+                "sandbox ready in {:.1}s; use it with: eval \"$(pipeline sandbox env --dir {})\"",
+                started.elapsed().as_secs_f64(),
+                env.dir.display()
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        }
+    }
 }
-pub fn sandbox_down(_dir: Option<PathBuf>) -> u8 {
-    EXIT_INVALID
+
+pub fn sandbox_down(dir: Option<PathBuf>) -> u8 {
+    match pipeline_sandbox::down(&sandbox_dir(dir), false) {
+        Ok(report) => {
+            print!("{report}");
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        }
+    }
 }
-pub fn sandbox_status(_dir: Option<PathBuf>) -> u8 {
-    EXIT_INVALID
+
+pub fn sandbox_status(dir: Option<PathBuf>) -> u8 {
+    match pipeline_sandbox::status(&sandbox_dir(dir)) {
+        Ok(status) => {
+            println!("{}", status.to_string().trim_end());
+            if status.all_running() {
+                EXIT_OK
+            } else {
+                EXIT_RUN_FAILED
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        }
+    }
 }
-pub fn sandbox_env(_dir: Option<PathBuf>, _json: bool) -> u8 {
-    EXIT_INVALID
+
+pub fn sandbox_env(dir: Option<PathBuf>, json: bool) -> u8 {
+    match pipeline_sandbox::env(&sandbox_dir(dir)) {
+        Ok(env) if json => {
+            println!("{}", serde_json::to_string_pretty(&env).unwrap_or_default());
+            EXIT_OK
+        }
+        Ok(env) => {
+            print!("{}", env.to_shell());
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("  = help: start one with `pipeline sandbox up`");
+            EXIT_RUN_FAILED
+        }
+    }
 }

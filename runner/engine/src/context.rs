@@ -58,6 +58,8 @@ impl CommandOutput {
 
 pub struct StageContext<'a> {
     pub instance_id: String,
+    /// The run's id (`<UTC timestamp>-<name>`): unique names for what a run creates.
+    pub run_id: String,
     /// `stages/<instance>/` inside the run folder; created before `run`.
     pub work_dir: PathBuf,
     pub run_dir: PathBuf,
@@ -135,6 +137,96 @@ impl StageContext<'_> {
             stderr: read(&stderr_path)?,
             elapsed: finished.elapsed,
         })
+    }
+
+    /// Runs several commands at once (one per client or host) under the same
+    /// deadline; returns their outputs in order. Each is recorded like [`run`](Self::run).
+    pub fn run_parallel(
+        &mut self,
+        commands: &[(String, CommandSpec)],
+    ) -> Result<Vec<CommandOutput>, StageError> {
+        let first = self.commands.len() + 1;
+        let jobs: Vec<(PathBuf, PathBuf, &CommandSpec)> = commands
+            .iter()
+            .enumerate()
+            .map(|(i, (label, spec))| {
+                let base = format!("{:02}-{}", first + i, sanitize(label));
+                (
+                    self.work_dir.join(format!("{base}.stdout")),
+                    self.work_dir.join(format!("{base}.stderr")),
+                    spec,
+                )
+            })
+            .collect();
+        self.progress(&format!(
+            "{} commands in parallel: {}",
+            jobs.len(),
+            self.redactor
+                .redact(&commands.first().map(|c| c.1.display()).unwrap_or_default())
+        ));
+        let (deadline, cancel) = (self.deadline, self.cancel.clone());
+        let finished: Vec<std::io::Result<exec::Finished>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|(out, err, spec)| {
+                    let cancel = cancel.clone();
+                    scope.spawn(move || exec::run_to_files(spec, out, err, deadline, &cancel))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("command thread panicked")))
+                })
+                .collect()
+        });
+        let mut outputs = Vec::new();
+        let mut failure = None;
+        for ((stdout_path, stderr_path, spec), result) in jobs.iter().zip(finished) {
+            let shown = self.redactor.redact(&spec.display());
+            let finished = match result {
+                Ok(f) => f,
+                Err(e) => {
+                    failure.get_or_insert(StageError::failed(e.to_string()));
+                    continue;
+                }
+            };
+            self.commands.push(CommandRecord {
+                command: shown.clone(),
+                exit: finished.exit.to_string(),
+                duration_s: finished.elapsed.as_secs_f64(),
+                stdout: self.relative(stdout_path),
+                stderr: self.relative(stderr_path),
+            });
+            match finished.exit {
+                Exit::Cancelled => {
+                    failure.get_or_insert(StageError::Cancelled);
+                }
+                Exit::TimedOut(elapsed) => {
+                    failure.get_or_insert(StageError::Timeout(format!(
+                        "{} (`{shown}` was killed)",
+                        exec::format_duration(elapsed)
+                    )));
+                }
+                _ => {}
+            }
+            let read = |p: &Path| {
+                std::fs::read(p)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default()
+            };
+            outputs.push(CommandOutput {
+                exit: finished.exit,
+                stdout: read(stdout_path),
+                stderr: read(stderr_path),
+                elapsed: finished.elapsed,
+            });
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(outputs),
+        }
     }
 
     /// Like [`run`](Self::run), but a non-zero exit is a `CommandFailed` error.

@@ -245,7 +245,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn secs_to_duration(secs: f64) -> Result<Duration, String> {
-    if secs.is_finite() && secs >= 0.0 && secs < 1e9 {
+    if secs.is_finite() && (0.0..1e9).contains(&secs) {
         Ok(Duration::from_secs_f64(secs))
     } else {
         Err("duration out of range".into())

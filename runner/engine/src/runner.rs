@@ -326,6 +326,7 @@ impl Runner<'_> {
         let show = |m: &str| bar.message(m);
         let mut ctx = StageContext {
             instance_id: stage.instance_id.clone(),
+            run_id: self.results.run_id.clone(),
             work_dir: work_dir.clone(),
             run_dir: self.run_dir.clone(),
             ceph: self.plan.ceph.clone(),
@@ -424,10 +425,9 @@ fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
         .take(4)
         .map(|m| {
             format!(
-                "{}={} {}",
+                "{}={}",
                 m.display_name(),
-                crate::report::format_number(m.value),
-                m.unit
+                crate::report::format_value(m.value, &m.unit)
             )
         })
         .collect();

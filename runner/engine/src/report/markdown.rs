@@ -58,6 +58,9 @@ impl Exporter for MarkdownExporter {
             }
         });
         env.add_filter("link", link);
+        env.add_filter("value", |v: f64, unit: String| {
+            super::format_value(v, &unit)
+        });
         env.add_filter("code", code);
         env.add_filter("json", |v: minijinja::Value| {
             serde_json::to_string(&v).unwrap_or_default()

@@ -21,6 +21,27 @@ pub fn write_report(results: &RunResults, run_dir: &Path) -> Result<(), String> 
     std::fs::write(run_dir.join(REPORT_FILE), text).map_err(|e| e.to_string())
 }
 
+/// `value unit` for a person: byte units are scaled to KiB/MiB/GiB (the
+/// exact figure stays in results.json), everything else as is.
+pub fn format_value(value: f64, unit: &str) -> String {
+    let scaled = |suffix: &str| {
+        let units = ["", "Ki", "Mi", "Gi", "Ti"];
+        let mut v = value;
+        let mut i = 0;
+        while v.abs() >= 1024.0 && i + 1 < units.len() {
+            v /= 1024.0;
+            i += 1;
+        }
+        format!("{} {}B{suffix}", format_number(v), units[i])
+    };
+    match unit {
+        "B" => scaled(""),
+        "B/s" => scaled("/s"),
+        _ if unit.is_empty() => format_number(value),
+        _ => format!("{} {unit}", format_number(value)),
+    }
+}
+
 /// Figures as a person reads them: 4 significant digits, no float noise.
 pub fn format_number(v: f64) -> String {
     if !v.is_finite() {

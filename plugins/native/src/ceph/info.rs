@@ -1,0 +1,116 @@
+//! `ceph-info`: what the cluster under test was, recorded with the results
+//! (versions, status, OSD tree, capacity, pools) so that a later run knows
+//! what it is compared against.
+
+use pipeline_engine::context::StageContext;
+use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_engine::stage::{
+    Action, MetricSpec, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
+};
+use pipeline_model::{Direction, Metric, unit};
+use serde_json::{Value, json};
+
+use super::admin;
+
+pub struct CephInfo;
+
+/// (environment key, `ceph` arguments).
+const QUERIES: &[(&str, &[&str])] = &[
+    ("ceph versions", &["versions"]),
+    ("ceph status", &["status"]),
+    ("ceph osd tree", &["osd", "tree"]),
+    ("ceph df", &["df"]),
+    ("ceph osd pool ls detail", &["osd", "pool", "ls", "detail"]),
+];
+
+impl Stage for CephInfo {
+    fn describe(&self) -> StageDescription {
+        StageDescription {
+            name: "ceph-info".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            summary: "Record the cluster: versions, status, OSD tree, df, pool details.".into(),
+            params: vec![ParamSpec::with_default(
+                "require_health_ok",
+                ParamType::Bool,
+                json!(false),
+                "Fail unless the cluster reports HEALTH_OK (benchmarks of a degraded cluster mislead).",
+            )],
+            outputs: vec![
+                OutputSpec::new("fsid", "Cluster id."),
+                OutputSpec::new("version", "The Ceph version the monitors run."),
+                OutputSpec::new("health", "HEALTH_OK, HEALTH_WARN or HEALTH_ERR."),
+            ],
+            metrics: vec![
+                MetricSpec::new("osds_up", unit::COUNT, "OSDs up."),
+                MetricSpec::new("raw_bytes_total", unit::BYTES, "Raw capacity."),
+                MetricSpec::new("raw_bytes_used", unit::BYTES, "Raw capacity used."),
+            ],
+        }
+    }
+
+    fn plan(&self, _params: &Params, ctx: &PlanContext) -> Vec<Action> {
+        QUERIES
+            .iter()
+            .map(|(name, args)| {
+                let mut a: Vec<&str> = args.to_vec();
+                a.extend(["--format", "json"]);
+                Action::command(*name, ctx.ceph.argv("ceph", &a))
+            })
+            .collect()
+    }
+
+    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let mut output = StageOutput::default();
+        for (name, args) in QUERIES {
+            let mut a: Vec<&str> = args.to_vec();
+            a.extend(["--format", "json"]);
+            let spec = admin(&ctx.ceph, "ceph", &a);
+            let out = ctx.run_ok(&name.replace(' ', "-"), &spec)?;
+            let value: Value = serde_json::from_str(out.stdout.trim())
+                .map_err(|e| StageError::failed(format!("`{name}` did not print JSON: {e}")))?;
+            output.environment.insert((*name).to_string(), value);
+        }
+        let status = &output.environment["ceph status"];
+        let health = status
+            .pointer("/health/status")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        output.outputs.insert(
+            "fsid".into(),
+            status.get("fsid").cloned().unwrap_or(Value::Null),
+        );
+        output.outputs.insert("health".into(), json!(health));
+        let version = output.environment["ceph versions"]
+            .pointer("/mon")
+            .and_then(Value::as_object)
+            .and_then(|m| m.keys().next().cloned())
+            .unwrap_or_default();
+        output.outputs.insert("version".into(), json!(version));
+        let num = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_f64);
+        if let Some(up) =
+            num(status, "/osdmap/num_up_osds").or_else(|| num(status, "/osdmap/osdmap/num_up_osds"))
+        {
+            output
+                .metrics
+                .push(Metric::new("osds_up", up, unit::COUNT, Direction::None));
+        }
+        let df = &output.environment["ceph df"];
+        for (name, pointer) in [
+            ("raw_bytes_total", "/stats/total_bytes"),
+            ("raw_bytes_used", "/stats/total_used_raw_bytes"),
+        ] {
+            if let Some(v) = num(df, pointer) {
+                output
+                    .metrics
+                    .push(Metric::new(name, v, unit::BYTES, Direction::None));
+            }
+        }
+        if params.bool("require_health_ok") == Some(true) && health != "HEALTH_OK" {
+            return Err(StageError::failed(format!(
+                "the cluster reports {health}; `require_health_ok` is set"
+            )));
+        }
+        Ok(output)
+    }
+}

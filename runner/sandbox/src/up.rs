@@ -1,0 +1,330 @@
+//! `up`: from an empty (or stale) directory to a cluster that answers S3 and Swift.
+
+use std::time::Duration;
+
+use crate::bootstrap::{self, SWIFT_SUBUSER, Secrets};
+use crate::ceph_cli::ceph_json;
+use crate::conf::MON_PORTS;
+use crate::daemons::{Daemon, MON_ID, OSD_COUNT};
+use crate::env::SandboxEnv;
+use crate::error::SandboxError;
+use crate::http_probe;
+use crate::layout::{Layout, MARKER};
+use crate::options::SandboxOptions;
+use crate::pids;
+use crate::ports;
+use crate::process::{Deadline, find_program};
+use crate::readiness::{OsdDump, PgReadiness, PgStat, mgr_available, quorum_names};
+use crate::wait::{Poll, wait_until};
+
+/// Programs `up` runs.
+pub const REQUIRED_PROGRAMS: [&str; 7] = [
+    "ceph",
+    "ceph-mon",
+    "ceph-mgr",
+    "ceph-osd",
+    "radosgw",
+    "radosgw-admin",
+    "monmaptool",
+];
+
+/// Limit for one readiness query (the deadline may shorten it); short, because the loop retries.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Required programs that are not on `PATH`.
+pub fn missing_programs() -> Vec<&'static str> {
+    REQUIRED_PROGRAMS
+        .into_iter()
+        .filter(|p| find_program(p).is_none())
+        .collect()
+}
+
+/// See [`crate::up`].
+pub(crate) fn up(
+    opts: &SandboxOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SandboxEnv, SandboxError> {
+    opts.validate()?;
+    let layout = Layout::new(&opts.dir)?;
+    if let Some(program) = missing_programs().first() {
+        return Err(SandboxError::MissingProgram {
+            program: program.to_string(),
+        });
+    }
+    let deadline = Deadline::after(opts.ready_timeout);
+    let mut say = |msg: &str| {
+        progress(&format!(
+            "[{:5.1}s] {msg}",
+            deadline.elapsed().as_secs_f64()
+        ))
+    };
+
+    ensure_not_running(&layout)?;
+    ensure_wipeable(&layout)?;
+    ports::ensure_free(&[
+        (MON_PORTS[0], "monitor msgr2"),
+        (MON_PORTS[1], "monitor msgr1"),
+        (opts.rgw_port, "radosgw S3/Swift"),
+    ])?;
+    recreate(&layout)?;
+
+    let secrets = Secrets::generate()?;
+    bootstrap::write_files(&layout, opts, &secrets)?;
+
+    // From here on daemons may run: stop them again if `up` fails, so a failed `up` does
+    // not leave half a cluster holding the ports. The directory stays for its logs.
+    let result = start_and_wait(&layout, opts, &secrets, &deadline, &mut say);
+    if result.is_err() {
+        crate::down::stop_daemons(&layout);
+    }
+    let env = result?;
+    env.write(&layout.env_json())?;
+    say(&format!(
+        "sandbox ready in {:.1} s; CEPH_CONF={}",
+        deadline.elapsed().as_secs_f64(),
+        env.ceph_conf.display()
+    ));
+    Ok(env)
+}
+
+fn start_and_wait(
+    layout: &Layout,
+    opts: &SandboxOptions,
+    secrets: &Secrets,
+    deadline: &Deadline,
+    say: &mut dyn FnMut(&str),
+) -> Result<SandboxEnv, SandboxError> {
+    let mon = Daemon::mon();
+    let pid = bootstrap::create_mon(layout, secrets, deadline)?;
+    say(&format!("mon {MON_ID} started (pid {pid})"));
+    wait_until(
+        layout,
+        "monitor quorum",
+        deadline,
+        std::slice::from_ref(&mon),
+        POLL_INTERVAL,
+        || match ceph_json(layout, &["quorum_status"], deadline.limit(QUERY_TIMEOUT))
+            .and_then(|j| quorum_names(&j))
+        {
+            Ok(names) if names.iter().any(|n| n == MON_ID) => Poll::Ready(()),
+            Ok(names) => not_yet(format!("quorum is {names:?}"), layout, &mon),
+            Err(e) => not_yet(e.to_string(), layout, &mon),
+        },
+    )?;
+    say(&format!("mon {MON_ID} in quorum"));
+
+    let mgr = Daemon::mgr();
+    let pid = bootstrap::start_daemon(layout, &mgr, deadline)?;
+    say(&format!("mgr {} started (pid {pid})", mgr.id));
+
+    bootstrap::create_osds(layout, deadline, say)?;
+
+    let rgw = Daemon::rgw();
+    let pid = bootstrap::start_daemon(layout, &rgw, deadline)?;
+    say(&format!("rgw started (pid {pid})"));
+
+    let all = Daemon::all();
+    wait_until(
+        layout,
+        "OSDs up and in",
+        deadline,
+        &all,
+        POLL_INTERVAL,
+        || match ceph_json(layout, &["osd", "dump"], deadline.limit(QUERY_TIMEOUT))
+            .and_then(|j| OsdDump::parse(&j))
+        {
+            Ok(dump) if dump.up_and_in() == OSD_COUNT as usize => Poll::Ready(()),
+            Ok(dump) => {
+                let missing = dump.not_up_and_in();
+                let log_of = missing.first().map_or(0, |&id| id.max(0) as u32);
+                not_yet(
+                    format!(
+                        "{}/{OSD_COUNT} osds up and in; waiting for {missing:?}",
+                        dump.up_and_in()
+                    ),
+                    layout,
+                    &Daemon::osd(log_of),
+                )
+            }
+            Err(e) => not_yet(e.to_string(), layout, &Daemon::osd(0)),
+        },
+    )?;
+    say(&format!("{OSD_COUNT}/{OSD_COUNT} osds up and in"));
+
+    bootstrap::create_rgw_users(layout, secrets, deadline)?;
+    say(&format!(
+        "S3 user {} and Swift user {SWIFT_SUBUSER} created",
+        bootstrap::RGW_UID
+    ));
+
+    let env = sandbox_env(layout, opts, secrets);
+    let mut last_pgs = String::new();
+    wait_until(layout, "cluster", deadline, &all, POLL_INTERVAL, || {
+        let probe_timeout = Duration::from_secs(5);
+        let gateway = http_probe::probe_s3(opts.rgw_port, probe_timeout).and_then(|()| {
+            http_probe::probe_swift(
+                opts.rgw_port,
+                &env.swift_user,
+                &env.swift_key,
+                probe_timeout,
+            )
+        });
+        if let Err(e) = gateway {
+            return not_yet(format!("gateway: {e}"), layout, &rgw);
+        }
+        match pg_readiness(layout, deadline) {
+            Ok(verdict) => {
+                let text = verdict.describe();
+                if text != last_pgs {
+                    say(&text);
+                    last_pgs = text.clone();
+                }
+                if verdict.is_ready() {
+                    Poll::Ready(())
+                } else {
+                    not_yet(text, layout, &Daemon::mgr())
+                }
+            }
+            Err(e) => not_yet(e, layout, &Daemon::mgr()),
+        }
+    })?;
+    say("rgw answering S3 and Swift");
+    Ok(env)
+}
+
+/// PG readiness from the OSD map and the manager's PG stats (the manager must be active,
+/// or `ceph pg stat` would block). The error says what is missing.
+fn pg_readiness(layout: &Layout, deadline: &Deadline) -> Result<PgReadiness, String> {
+    let query = |args: &[&str]| {
+        ceph_json(layout, args, deadline.limit(QUERY_TIMEOUT)).map_err(|e| e.to_string())
+    };
+    if !mgr_available(&query(&["mgr", "stat"])?).map_err(|e| e.to_string())? {
+        return Err("no active manager yet".into());
+    }
+    let dump = OsdDump::parse(&query(&["osd", "dump"])?).map_err(|e| e.to_string())?;
+    let stat = PgStat::parse(&query(&["pg", "stat"])?).map_err(|e| e.to_string())?;
+    Ok(PgReadiness::new(&dump, &stat))
+}
+
+fn not_yet<T>(detail: String, layout: &Layout, daemon: &Daemon) -> Poll<T> {
+    Poll::NotYet {
+        detail,
+        log: layout.log_file(&daemon.name()),
+    }
+}
+
+fn sandbox_env(layout: &Layout, opts: &SandboxOptions, secrets: &Secrets) -> SandboxEnv {
+    let endpoint = format!("http://127.0.0.1:{}", opts.rgw_port);
+    SandboxEnv {
+        dir: layout.dir().to_path_buf(),
+        ceph_conf: layout.conf(),
+        keyring: layout.keyring("client.admin"),
+        client_name: "client.admin".into(),
+        swift_auth_url: format!("{endpoint}/auth/1.0"),
+        s3_endpoint: endpoint,
+        aws_access_key_id: secrets.s3_access_key.clone(),
+        aws_secret_access_key: secrets.s3_secret_key.clone(),
+        s3_region: "us-east-1".into(),
+        swift_user: SWIFT_SUBUSER.into(),
+        swift_key: secrets.swift_key.clone(),
+    }
+}
+
+/// Refuses when pid files in the directory name live daemons of this sandbox.
+fn ensure_not_running(layout: &Layout) -> Result<(), SandboxError> {
+    let live: Vec<String> = pids::pid_files(layout)
+        .iter()
+        .filter_map(|f| Some(format!("{} pid {}", f.daemon.name(), f.live_pid(layout)?)))
+        .collect();
+    if live.is_empty() {
+        Ok(())
+    } else {
+        Err(SandboxError::AlreadyRunning {
+            dir: layout.dir().to_path_buf(),
+            daemons: live.join(", "),
+        })
+    }
+}
+
+/// A directory may be wiped only if it is absent, empty, or carries our marker.
+fn ensure_wipeable(layout: &Layout) -> Result<(), SandboxError> {
+    let dir = layout.dir();
+    match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(SandboxError::Io {
+            action: "read directory",
+            path: dir.to_path_buf(),
+            source: e,
+        }),
+        Ok(mut entries) => {
+            if entries.next().is_none() || layout.marker().exists() {
+                Ok(())
+            } else {
+                Err(SandboxError::NotASandboxDir {
+                    dir: dir.to_path_buf(),
+                    marker: MARKER,
+                })
+            }
+        }
+    }
+}
+
+/// Removes a stale sandbox and creates the directory with its marker.
+fn recreate(layout: &Layout) -> Result<(), SandboxError> {
+    let dir = layout.dir();
+    if layout.marker().exists() {
+        std::fs::remove_dir_all(dir).map_err(SandboxError::io("remove stale sandbox", dir))?;
+    }
+    std::fs::create_dir_all(dir).map_err(SandboxError::io("create directory", dir))?;
+    std::fs::write(
+        layout.marker(),
+        "created by pipeline-sandbox; `pipeline sandbox down` removes this directory\n",
+    )
+    .map_err(SandboxError::io("write", layout.marker()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn scratch(name: &str) -> Layout {
+        let dir = std::env::temp_dir().join(format!("sbx-up-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Layout::new(&dir).unwrap()
+    }
+
+    #[test]
+    fn foreign_directory_is_never_wiped() {
+        let layout = scratch("foreign");
+        std::fs::create_dir_all(layout.dir()).unwrap();
+        std::fs::write(layout.dir().join("precious.txt"), "data").unwrap();
+        let err = ensure_wipeable(&layout).unwrap_err();
+        assert!(matches!(err, SandboxError::NotASandboxDir { .. }), "{err}");
+        assert!(layout.dir().join("precious.txt").exists());
+        std::fs::remove_dir_all(layout.dir()).unwrap();
+    }
+
+    #[test]
+    fn stale_sandbox_is_recreated() {
+        let layout = scratch("stale");
+        recreate(&layout).unwrap();
+        std::fs::create_dir_all(layout.run_dir()).unwrap();
+        // a pid file whose process is long gone (pid 2 is never a ceph-mon of ours)
+        std::fs::write(layout.pid_file("mon.a"), "2\n").unwrap();
+        ensure_not_running(&layout).unwrap();
+        ensure_wipeable(&layout).unwrap();
+        recreate(&layout).unwrap();
+        assert!(!layout.pid_file("mon.a").exists());
+        assert!(layout.marker().exists());
+        std::fs::remove_dir_all(layout.dir()).unwrap();
+    }
+
+    #[test]
+    fn absent_directory_is_fine() {
+        let layout = Layout::new(Path::new("/nonexistent/pipeline-sandbox-test")).unwrap();
+        ensure_not_running(&layout).unwrap();
+        ensure_wipeable(&layout).unwrap();
+    }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the runner, its tests and the sandbox cluster need on Debian 12:
+# Ceph 16.2 (mon, mgr, osd, radosgw, CLI), fio, iperf3, and helpers.
+# Idempotent: does nothing when everything is present.
+set -euo pipefail
+
+packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 uuid-runtime curl git)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -q
+  # A postinst prints "Failed to connect to bus" without systemd; the install still succeeds.
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+command -v cargo >/dev/null || { echo "error: cargo not found; install Rust 1.95+ (rustup)" >&2; exit 1; }

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test command (README, and exactly what .ci/run runs): installs what is
+# missing, builds, checks formatting and lints, starts a sandbox Ceph cluster,
+# runs every unit and integration test against it, and stops the cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+cargo build --workspace --all-targets
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+# The Ceph integration tests run real pipelines against a throw-away cluster.
+export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-test-sandbox}"
+./target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true
+./target/debug/pipeline sandbox up --dir "$PIPELINE_SANDBOX_DIR"
+trap './target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"' EXIT
+eval "$(./target/debug/pipeline sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
+
+# Ceph tests share one cluster: they take a lock among themselves, the rest run in parallel.
+cargo test --workspace --no-fail-fast
