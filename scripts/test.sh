@@ -10,6 +10,9 @@ cargo build --workspace --all-targets
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
+# The sandbox's own lifecycle test needs the Ceph ports to itself: run it first.
+cargo test -p pipeline-sandbox --test lifecycle -- --ignored
+
 # The Ceph integration tests run real pipelines against a throw-away cluster.
 export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-test-sandbox}"
 ./target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true
