@@ -49,6 +49,7 @@ fn default_source() -> String {
 impl Stage for Exec {
     fn describe(&self) -> StageDescription {
         StageDescription {
+            capabilities: Vec::new(),
             name: "exec".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "Run a command, capture its output, extract metrics by regex or JSON pointer."

@@ -97,6 +97,7 @@ fn client_argv(
 impl Stage for Fio {
     fn describe(&self) -> StageDescription {
         StageDescription {
+            capabilities: Vec::new(),
             name: "fio".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "fio with the rbd, rados or libaio engine, one process per client, JSON output parsed.".into(),

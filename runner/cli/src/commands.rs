@@ -9,6 +9,12 @@ use pipeline_engine::progress::Progress;
 use pipeline_engine::results::{RunResults, RunStatus};
 use pipeline_engine::runner::{self, RunOptions};
 
+/// Every stage a pipeline can use: the native ones, and (through a loader)
+/// plugin files.
+pub fn registry() -> pipeline_engine::registry::Registry {
+    pipeline_native::registry()
+}
+
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_RUN_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
@@ -40,7 +46,7 @@ fn parse_sets(sets: &[String]) -> Result<Vec<(String, String)>, Diagnostics> {
 }
 
 pub fn validate(files: &[PathBuf]) -> u8 {
-    let registry = pipeline_native::registry();
+    let registry = registry();
     let mut all = Diagnostics::default();
     for file in files {
         match compile_file(file, &registry, &CompileOptions::default()) {
@@ -62,7 +68,7 @@ pub fn validate(files: &[PathBuf]) -> u8 {
 }
 
 pub fn plan(file: &Path, sets: &[String]) -> u8 {
-    let registry = pipeline_native::registry();
+    let registry = registry();
     let overrides = match parse_sets(sets) {
         Ok(o) => o,
         Err(d) => {
@@ -95,7 +101,7 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
             return EXIT_RUN_FAILED;
         }
     };
-    let registry = pipeline_native::registry();
+    let registry = registry();
     let overrides = match parse_sets(sets) {
         Ok(o) => o,
         Err(d) => {
@@ -176,7 +182,7 @@ pub fn report(run_dir: &Path) -> u8 {
 }
 
 pub fn plugins_list() -> u8 {
-    let registry = pipeline_native::registry();
+    let registry = registry();
     let width = registry.names().map(str::len).max().unwrap_or(0);
     for p in registry.iter() {
         println!(
@@ -188,7 +194,7 @@ pub fn plugins_list() -> u8 {
 }
 
 pub fn plugins_describe(name: &str) -> u8 {
-    let registry = pipeline_native::registry();
+    let registry = registry();
     let Some(p) = registry.get(name) else {
         let d = Diagnostic::error(format!("unknown plugin `{name}`"))
             .with_help_opt(pipeline_engine::diagnostic::did_you_mean(

@@ -64,6 +64,8 @@ pub struct StageContext<'a> {
     pub work_dir: PathBuf,
     pub run_dir: PathBuf,
     pub ceph: CephConnection,
+    /// What the pipeline grants this stage (enforced for WASM plugins).
+    pub grants: crate::config::Grants,
     pub(crate) deadline: Option<Instant>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cancel: CancelToken,
@@ -82,6 +84,11 @@ impl StageContext<'_> {
 
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// When the stage's time is up (its `timeout`), if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 
     /// Runs a command; stdout/stderr go to `NN-<label>.stdout|.stderr` in the

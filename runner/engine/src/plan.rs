@@ -42,6 +42,8 @@ pub struct PlannedStage {
     pub timeout: Option<Duration>,
     pub continue_on_error: bool,
     pub when: Option<String>,
+    /// Capabilities the pipeline grants (WASM plugins only use them).
+    pub grants: crate::config::Grants,
 }
 
 impl PlannedStage {
@@ -181,6 +183,15 @@ impl Plan {
                 let _ = writeln!(out);
                 if let Some(w) = &s.when {
                     let _ = writeln!(out, "     when: {w}");
+                }
+                if !s.plugin.description.capabilities.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "     plugin {} asks for [{}]; allowed: {}",
+                        s.plugin.origin,
+                        s.plugin.description.capabilities.join(", "),
+                        s.grants.describe()
+                    );
                 }
                 match s.resolve_params(&env, &ctx) {
                     Ok(params) => {

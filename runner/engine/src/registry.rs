@@ -3,6 +3,7 @@
 //! same namespace.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::stage::{Stage, StageDescription};
@@ -15,9 +16,27 @@ pub struct RegisteredStage {
     pub origin: String,
 }
 
+/// Finds plugins that are not compiled in (WASM components): by path
+/// (`uses: ./plugins/foo.wasm`, relative to the pipeline file) or by name on
+/// the plugin path.
+pub trait PluginLoader: Send + Sync {
+    /// `Ok(None)` when `uses` names no plugin this loader knows. `sha256`, when
+    /// given, must match the file's content or the plugin is refused.
+    fn load(
+        &self,
+        uses: &str,
+        base_dir: &Path,
+        sha256: Option<&str>,
+    ) -> Result<Option<RegisteredStage>, String>;
+
+    /// Plugins found on the plugin path, for `pipeline plugins list`.
+    fn discover(&self) -> Vec<RegisteredStage>;
+}
+
 #[derive(Clone, Default)]
 pub struct Registry {
     stages: BTreeMap<String, RegisteredStage>,
+    loader: Option<Arc<dyn PluginLoader>>,
 }
 
 impl Registry {
@@ -35,6 +54,40 @@ impl Registry {
                 origin: "native".into(),
             },
         );
+    }
+
+    /// Registers an already described stage (how loaders add plugins).
+    pub fn add(&mut self, registered: RegisteredStage) {
+        self.stages
+            .insert(registered.description.name.clone(), registered);
+    }
+
+    pub fn set_loader(&mut self, loader: Arc<dyn PluginLoader>) {
+        self.loader = Some(loader);
+    }
+
+    pub fn loader(&self) -> Option<&Arc<dyn PluginLoader>> {
+        self.loader.as_ref()
+    }
+
+    /// A native stage by name, else whatever the loader finds for `uses`.
+    pub fn resolve(
+        &self,
+        uses: &str,
+        base_dir: &Path,
+        sha256: Option<&str>,
+    ) -> Result<Option<RegisteredStage>, String> {
+        let looks_like_path = uses.contains('/') || uses.ends_with(".wasm");
+        if !looks_like_path
+            && sha256.is_none()
+            && let Some(native) = self.stages.get(uses)
+        {
+            return Ok(Some(native.clone()));
+        }
+        match &self.loader {
+            Some(loader) => loader.load(uses, base_dir, sha256),
+            None => Ok(None),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredStage> {

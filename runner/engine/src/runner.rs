@@ -330,6 +330,7 @@ impl Runner<'_> {
             work_dir: work_dir.clone(),
             run_dir: self.run_dir.clone(),
             ceph: self.plan.ceph.clone(),
+            grants: stage.grants.clone(),
             deadline: stage.timeout.map(|t| clock + t),
             timeout: stage.timeout,
             cancel: cancel.clone(),

@@ -25,6 +25,10 @@ pub struct StageDescription {
     pub outputs: Vec<OutputSpec>,
     /// Metrics the stage reports (documentation; the list is not enforced).
     pub metrics: Vec<MetricSpec>,
+    /// Capabilities a sandboxed plugin asks for (`exec`, `files`, `http`);
+    /// empty for native stages, which are trusted code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

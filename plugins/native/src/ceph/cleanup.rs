@@ -17,6 +17,7 @@ pub struct CephCleanup;
 impl Stage for CephCleanup {
     fn describe(&self) -> StageDescription {
         StageDescription {
+            capabilities: Vec::new(),
             name: "ceph-cleanup".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary:

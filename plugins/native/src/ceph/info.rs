@@ -26,6 +26,7 @@ const QUERIES: &[(&str, &[&str])] = &[
 impl Stage for CephInfo {
     fn describe(&self) -> StageDescription {
         StageDescription {
+            capabilities: Vec::new(),
             name: "ceph-info".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "Record the cluster: versions, status, OSD tree, df, pool details.".into(),

@@ -151,6 +151,7 @@ impl PoolConfig {
 impl Stage for CephPool {
     fn describe(&self) -> StageDescription {
         StageDescription {
+            capabilities: Vec::new(),
             name: "ceph-pool".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "Create a replicated or erasure-coded pool owned by this run (deleted by ceph-cleanup).".into(),

@@ -67,6 +67,7 @@ fn run_name(params: &Params, run_id: &str) -> String {
 impl Stage for RadosBench {
     fn describe(&self) -> StageDescription {
         StageDescription {
+            capabilities: Vec::new(),
             name: "rados-bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary:

@@ -62,6 +62,7 @@ fn bench_argv(params: &Params, ceph: &pipeline_engine::ceph::CephConnection) -> 
 impl Stage for RbdBench {
     fn describe(&self) -> StageDescription {
         StageDescription {
+            capabilities: Vec::new(),
             name: "rbd-bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary:

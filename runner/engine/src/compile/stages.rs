@@ -97,6 +97,7 @@ fn compile_stage(
     check_templates(scope, stage, &with, &name_scope, diags);
     if let Some(plugin) = &plugin {
         check_params(scope, stage, plugin, &with, diags);
+        check_grants(scope, stage, plugin, diags);
     }
     if diags.len() > before {
         return Vec::new();
@@ -123,6 +124,11 @@ fn compile_stage(
             timeout,
             continue_on_error: stage.continue_on_error,
             when: stage.when.as_ref().map(|w| w.value.clone()),
+            grants: stage
+                .grants
+                .as_ref()
+                .map(|g| g.value.clone())
+                .unwrap_or_default(),
         })
         .collect();
     for instance in &instances {
@@ -154,9 +160,15 @@ fn find_plugin(
     diags: &mut Diagnostics,
 ) -> Option<RegisteredStage> {
     let uses = &stage.uses;
-    match scope.registry.get(uses) {
-        Some(p) => Some(p.clone()),
-        None => {
+    let base_dir = scope
+        .source
+        .path
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    let sha256 = stage.sha256.as_ref().map(|s| s.value.as_str());
+    match scope.registry.resolve(uses, base_dir, sha256) {
+        Ok(Some(p)) => Some(p),
+        Ok(None) => {
             diags.push(
                 scope
                     .err(format!("unknown plugin `{}`", uses.value), uses.loc)
@@ -170,6 +182,56 @@ fn find_plugin(
                     ),
             );
             None
+        }
+        Err(message) => {
+            let loc = match (&stage.sha256, message.contains("sha256")) {
+                (Some(pin), true) => pin.loc,
+                _ => uses.loc,
+            };
+            diags.push(scope.err(
+                format!("cannot load plugin `{}`: {message}", uses.value),
+                loc,
+            ));
+            None
+        }
+    }
+}
+
+/// Grants must name capabilities the plugin asks for: granting `exec` to a
+/// plugin that never runs commands is a mistake worth pointing out.
+fn check_grants(
+    scope: &Scope,
+    stage: &StageConfig,
+    plugin: &RegisteredStage,
+    diags: &mut Diagnostics,
+) {
+    let Some(grants) = &stage.grants else { return };
+    let asks = &plugin.description.capabilities;
+    let given = [
+        ("exec", !grants.exec.is_empty()),
+        ("files", grants.files.is_some()),
+        ("http", !grants.http.is_empty()),
+    ];
+    for (capability, granted) in given {
+        if granted && !asks.iter().any(|c| c == capability) {
+            diags.push(
+                scope
+                    .err(
+                        format!(
+                            "`{}` does not ask for the `{capability}` capability",
+                            plugin.description.name
+                        ),
+                        grants.loc,
+                    )
+                    .with_help(if asks.is_empty() {
+                        format!(
+                            "`{}` needs no grants; remove `grants`",
+                            plugin.description.name
+                        )
+                    } else {
+                        format!("it asks for: {}", asks.join(", "))
+                    }),
+            );
         }
     }
 }
