@@ -50,6 +50,8 @@ impl Stage for Exec {
     fn describe(&self) -> StageDescription {
         StageDescription {
             capabilities: Vec::new(),
+            per_host: true,
+            requires: Vec::new(),
             name: "exec".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "Run a command, capture its output, extract metrics by regex or JSON pointer."

@@ -98,6 +98,8 @@ impl Stage for Fio {
     fn describe(&self) -> StageDescription {
         StageDescription {
             capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["fio".into()],
             name: "fio".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "fio with the rbd, rados or libaio engine, one process per client, JSON output parsed.".into(),

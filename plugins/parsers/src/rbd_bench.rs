@@ -7,6 +7,10 @@
 //! - old `bench-write`: `elapsed:    14  ops:   262144  ops/sec: 17568.36  bytes/sec: 71959999.43`
 //!   (a plain number of bytes per second).
 //!
+//! Metrics: `iops`, `bandwidth` (B/s; both headline), `elapsed` (s), `ops`,
+//! and `op_size` from the `bench  type write io_size 4096 …` header, whose
+//! `type` also becomes the label `mode`; series `iops` and `bandwidth`.
+//!
 //! `--io-type readwrite` adds `read_ops: …` and `write_ops: …` lines, which
 //! become the same metrics labelled `op=read` / `op=write`. The `bandwidth`
 //! figure is the printed rate converted to B/s, so it carries the printed
@@ -26,7 +30,7 @@ const TOOL: &str = "rbd bench";
 const RATE: &str = r"(?P<rate>[0-9.eE+-]+)\s*(?P<unit>[A-Za-z]*B|bytes)?(?:/s)?";
 
 static HEADER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^bench(?:-write)?\s.*?(?:\btype\s+(?P<type>\S+)\s+)?\bio_size\s+(?P<io_size>\d+)")
+    Regex::new(r"^bench(?:-write)?\s+(?:type\s+(?P<type>\S+)\s+)?.*?\bio_size\s+(?P<io_size>\d+)")
         .expect("static regex")
 });
 

@@ -45,17 +45,33 @@ fn parse_sets(sets: &[String]) -> Result<Vec<(String, String)>, Diagnostics> {
     }
 }
 
-pub fn validate(files: &[PathBuf]) -> u8 {
+pub fn validate(files: &[PathBuf], check_hosts: bool) -> u8 {
     let registry = registry();
     let mut all = Diagnostics::default();
     for file in files {
         match compile_file(file, &registry, &CompileOptions::default()) {
-            Ok(plan) => println!(
-                "{}: ok ({} stage instance(s), {} cleanup)",
-                file.display(),
-                plan.stages.len(),
-                plan.cleanup.len()
-            ),
+            Ok(plan) => {
+                let problems = if check_hosts {
+                    pipeline_engine::preflight::check(&plan)
+                } else {
+                    Vec::new()
+                };
+                if problems.is_empty() {
+                    println!(
+                        "{}: ok ({} stage instance(s), {} cleanup{})",
+                        file.display(),
+                        plan.stages.len(),
+                        plan.cleanup.len(),
+                        if check_hosts { ", hosts ready" } else { "" }
+                    );
+                }
+                for p in problems {
+                    all.push(
+                        Diagnostic::error(p)
+                            .at(&plan.source, pipeline_engine::diagnostic::Loc::default()),
+                    );
+                }
+            }
             Err(d) => all.extend(d),
         }
     }

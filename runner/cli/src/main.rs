@@ -28,6 +28,9 @@ enum Command {
     Validate {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Also check that every host answers over SSH and has the programs its stages need.
+        #[arg(long)]
+        check_hosts: bool,
     },
     /// Print the fully expanded plan without running anything.
     Plan {
@@ -118,7 +121,7 @@ enum SandboxCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Validate { files } => commands::validate(&files),
+        Command::Validate { files, check_hosts } => commands::validate(&files, check_hosts),
         Command::Plan { file, set } => commands::plan(&file, &set),
         Command::Run {
             file,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::cancel::CancelToken;
 use crate::ceph::CephConnection;
 use crate::exec::{self, CommandSpec, Exit};
+use crate::hosts::Host;
 use crate::results::{Artifact, CommandRecord};
 use crate::secrets::Redactor;
 use crate::stage::StageError;
@@ -28,6 +29,15 @@ pub struct Resource {
     /// Set when a cleanup stage removed it.
     #[serde(default)]
     pub removed: bool,
+}
+
+/// A command started with [`StageContext::spawn_on`].
+#[derive(Debug)]
+pub struct Background {
+    running: exec::Running,
+    host: Host,
+    spec: CommandSpec,
+    shown: String,
 }
 
 /// The output of a finished command, read back from its files.
@@ -69,7 +79,14 @@ pub struct StageContext<'a> {
     pub(crate) deadline: Option<Instant>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cancel: CancelToken,
-    pub(crate) progress: &'a dyn Fn(&str),
+    pub(crate) progress: &'a (dyn Fn(&str) + Sync),
+    /// The host this instance runs on (this machine unless `on:` says otherwise).
+    pub host: Host,
+    /// Every host named by the stage's `on:`; stages that orchestrate several
+    /// hosts (per_host = false) use these.
+    pub targets: Vec<Host>,
+    /// Background commands started and not yet recorded (for file numbering).
+    pub(crate) pending: usize,
     pub(crate) ledger: &'a mut Vec<Resource>,
     pub(crate) commands: Vec<CommandRecord>,
     pub(crate) artifacts: Vec<Artifact>,
@@ -91,32 +108,122 @@ impl StageContext<'_> {
         self.deadline
     }
 
-    /// Runs a command; stdout/stderr go to `NN-<label>.stdout|.stderr` in the
-    /// work folder and are listed in the results. A non-zero exit is NOT an
-    /// error here (some tools report failures in their output); a timeout or
-    /// cancellation is.
+    /// Runs a command on this instance's host; stdout/stderr go to
+    /// `NN-<label>.stdout|.stderr` in the work folder and are listed in the
+    /// results. A non-zero exit is NOT an error here (some tools report
+    /// failures in their output); a timeout, cancellation, an SSH failure or a
+    /// missing program is.
     pub fn run(&mut self, label: &str, spec: &CommandSpec) -> Result<CommandOutput, StageError> {
-        let n = self.commands.len() + 1;
-        let base = format!("{n:02}-{}", sanitize(label));
+        let host = self.host.clone();
+        self.run_on(&host, label, spec)
+    }
+
+    /// Like [`run`](Self::run), on any host of the inventory.
+    pub fn run_on(
+        &mut self,
+        host: &Host,
+        label: &str,
+        spec: &CommandSpec,
+    ) -> Result<CommandOutput, StageError> {
+        let running = self.spawn_on(host, label, spec)?;
+        let finished = running
+            .running
+            .wait(&self.cancel)
+            .map_err(|e| StageError::failed(e.to_string()))?;
+        self.finish(host, spec, &running.shown, finished)
+    }
+
+    /// Starts a command on a host and returns without waiting (a server the
+    /// next commands talk to). Finish it with [`wait`](Self::wait) or [`stop`](Self::stop).
+    pub fn spawn_on(
+        &mut self,
+        host: &Host,
+        label: &str,
+        spec: &CommandSpec,
+    ) -> Result<Background, StageError> {
+        let n = self.commands.len() + self.pending + 1;
+        let host_part = if host.is_local() {
+            String::new()
+        } else {
+            format!("{}-", sanitize(&host.name))
+        };
+        let base = format!("{n:02}-{host_part}{}", sanitize(label));
         let stdout_path = self.work_dir.join(format!("{base}.stdout"));
         let stderr_path = self.work_dir.join(format!("{base}.stderr"));
         let shown = self.redactor.redact(&spec.display());
+        let shown = if host.is_local() {
+            shown
+        } else {
+            format!("[{}] {shown}", host.name)
+        };
         self.progress(&shown);
-        let finished = exec::run_to_files(
-            spec,
-            &stdout_path,
-            &stderr_path,
-            self.deadline,
-            &self.cancel,
+        let remote_limit = self
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        let wrapped = host.wrap(spec, remote_limit.or(spec.timeout));
+        let running = exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, self.deadline)
+            .map_err(|e| StageError::failed(format!("{shown}: {e}")))?;
+        self.pending += 1;
+        Ok(Background {
+            running,
+            host: host.clone(),
+            spec: spec.clone(),
+            shown,
+        })
+    }
+
+    /// Waits for a background command (up to its own timeout and the stage deadline).
+    pub fn wait(&mut self, background: Background) -> Result<CommandOutput, StageError> {
+        let finished = background
+            .running
+            .wait(&self.cancel)
+            .map_err(|e| StageError::failed(e.to_string()))?;
+        self.finish(
+            &background.host,
+            &background.spec,
+            &background.shown,
+            finished,
         )
-        .map_err(|e| StageError::failed(e.to_string()))?;
+    }
+
+    /// Stops a background command (if still running) and records it.
+    pub fn stop(&mut self, background: Background) -> CommandOutput {
+        let finished = background.running.kill();
+        self.pending = self.pending.saturating_sub(1);
+        let out = self.record(&background.shown, &finished);
+        CommandOutput {
+            exit: finished.exit.clone(),
+            stdout: out.0,
+            stderr: out.1,
+            elapsed: finished.elapsed,
+        }
+    }
+
+    fn record(&mut self, shown: &str, finished: &exec::Finished) -> (String, String) {
         self.commands.push(CommandRecord {
-            command: shown.clone(),
+            command: shown.to_string(),
             exit: finished.exit.to_string(),
             duration_s: finished.elapsed.as_secs_f64(),
-            stdout: self.relative(&stdout_path),
-            stderr: self.relative(&stderr_path),
+            stdout: self.relative(&finished.stdout_path),
+            stderr: self.relative(&finished.stderr_path),
         });
+        let read = |p: &Path| {
+            std::fs::read(p)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default()
+        };
+        (read(&finished.stdout_path), read(&finished.stderr_path))
+    }
+
+    fn finish(
+        &mut self,
+        host: &Host,
+        spec: &CommandSpec,
+        shown: &str,
+        finished: exec::Finished,
+    ) -> Result<CommandOutput, StageError> {
+        self.pending = self.pending.saturating_sub(1);
+        let (stdout, stderr) = self.record(shown, &finished);
         match finished.exit {
             Exit::Cancelled => return Err(StageError::Cancelled),
             Exit::TimedOut(elapsed) => {
@@ -131,17 +238,28 @@ impl StageContext<'_> {
                     exec::format_duration(limit)
                 )));
             }
+            // ssh itself failed: the host, not the command.
+            Exit::Code(255) if !host.is_local() => {
+                return Err(StageError::failed(host.explain_ssh_failure(&stderr)));
+            }
+            // The shell's "command not found".
+            Exit::Code(127) => {
+                let program = spec.argv.first().cloned().unwrap_or_default();
+                let place = if host.is_local() {
+                    "this machine".to_string()
+                } else {
+                    format!("host {}", host.describe())
+                };
+                return Err(StageError::failed(format!(
+                    "`{program}` is not installed on {place} (command not found)"
+                )));
+            }
             _ => {}
         }
-        let read = |p: &Path| {
-            std::fs::read(p)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .map_err(|e| StageError::io(format!("reading {}", p.display()), e))
-        };
         Ok(CommandOutput {
             exit: finished.exit,
-            stdout: read(&stdout_path)?,
-            stderr: read(&stderr_path)?,
+            stdout,
+            stderr,
             elapsed: finished.elapsed,
         })
     }
@@ -152,11 +270,19 @@ impl StageContext<'_> {
         &mut self,
         commands: &[(String, CommandSpec)],
     ) -> Result<Vec<CommandOutput>, StageError> {
-        let first = self.commands.len() + 1;
+        let first = self.commands.len() + self.pending + 1;
+        let remote_limit = self
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        let wrapped: Vec<CommandSpec> = commands
+            .iter()
+            .map(|(_, spec)| self.host.wrap(spec, remote_limit.or(spec.timeout)))
+            .collect();
         let jobs: Vec<(PathBuf, PathBuf, &CommandSpec)> = commands
             .iter()
+            .zip(&wrapped)
             .enumerate()
-            .map(|(i, (label, spec))| {
+            .map(|(i, ((label, _), spec))| {
                 let base = format!("{:02}-{}", first + i, sanitize(label));
                 (
                     self.work_dir.join(format!("{base}.stdout")),

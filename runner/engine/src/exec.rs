@@ -90,6 +90,26 @@ pub fn run_to_files(
     deadline: Option<Instant>,
     cancel: &CancelToken,
 ) -> std::io::Result<Finished> {
+    spawn_to_files(spec, stdout_path, stderr_path, deadline)?.wait(cancel)
+}
+
+/// A started command (e.g. a server another command will talk to).
+#[derive(Debug)]
+pub struct Running {
+    child: std::process::Child,
+    started: Instant,
+    deadline: Option<Instant>,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+}
+
+/// Starts `spec` in its own process group with output going to the files.
+pub fn spawn_to_files(
+    spec: &CommandSpec,
+    stdout_path: &Path,
+    stderr_path: &Path,
+    deadline: Option<Instant>,
+) -> std::io::Result<Running> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -114,7 +134,7 @@ pub fn run_to_files(
         command.current_dir(cwd);
     }
     let started = Instant::now();
-    let mut child = command
+    let child = command
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start `{program}`: {e}")))?;
     let call_deadline = spec.timeout.map(|t| started + t);
@@ -122,30 +142,59 @@ pub fn run_to_files(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let pgid = child.id() as i32;
-    // Poll quickly at first (most commands are short), then every 20 ms.
-    let mut pause = Duration::from_millis(1);
-    let exit = loop {
-        if let Some(status) = child.try_wait()? {
-            break exit_of(status);
-        }
-        if cancel.is_cancelled() {
-            terminate_group(pgid, &mut child);
-            break Exit::Cancelled;
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            terminate_group(pgid, &mut child);
-            break Exit::TimedOut(started.elapsed());
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
-    };
-    Ok(Finished {
-        exit,
-        elapsed: started.elapsed(),
+    Ok(Running {
+        child,
+        started,
+        deadline,
         stdout_path: stdout_path.to_path_buf(),
         stderr_path: stderr_path.to_path_buf(),
     })
+}
+
+impl Running {
+    /// Waits for the command to exit, its deadline, or cancellation.
+    pub fn wait(mut self, cancel: &CancelToken) -> std::io::Result<Finished> {
+        let pgid = self.child.id() as i32;
+        // Poll quickly at first (most commands are short), then every 20 ms.
+        let mut pause = Duration::from_millis(1);
+        let exit = loop {
+            if let Some(status) = self.child.try_wait()? {
+                break exit_of(status);
+            }
+            if cancel.is_cancelled() {
+                terminate_group(pgid, &mut self.child);
+                break Exit::Cancelled;
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                terminate_group(pgid, &mut self.child);
+                break Exit::TimedOut(self.started.elapsed());
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        };
+        Ok(self.finished(exit))
+    }
+
+    /// Stops the command (SIGTERM, then SIGKILL) unless it already exited.
+    pub fn kill(mut self) -> Finished {
+        let exit = match self.child.try_wait() {
+            Ok(Some(status)) => exit_of(status),
+            _ => {
+                terminate_group(self.child.id() as i32, &mut self.child);
+                Exit::Cancelled
+            }
+        };
+        self.finished(exit)
+    }
+
+    fn finished(self, exit: Exit) -> Finished {
+        Finished {
+            exit,
+            elapsed: self.started.elapsed(),
+            stdout_path: self.stdout_path,
+            stderr_path: self.stderr_path,
+        }
+    }
 }
 
 fn exit_of(status: ExitStatus) -> Exit {

@@ -44,6 +44,17 @@ pub struct PlannedStage {
     pub when: Option<String>,
     /// Capabilities the pipeline grants (WASM plugins only use them).
     pub grants: crate::config::Grants,
+    /// Hosts named by `on:` (this machine by default).
+    pub targets: Vec<crate::hosts::Host>,
+    /// At most this many hosts at once.
+    pub parallel: usize,
+}
+
+impl PlannedStage {
+    /// Whether the engine runs this stage once per host (vs. once, locally).
+    pub fn fans_out(&self) -> bool {
+        self.plugin.description.per_host && !(self.targets.len() == 1 && self.targets[0].is_local())
+    }
 }
 
 impl PlannedStage {
@@ -183,6 +194,15 @@ impl Plan {
                 let _ = writeln!(out);
                 if let Some(w) = &s.when {
                     let _ = writeln!(out, "     when: {w}");
+                }
+                if !(s.targets.len() == 1 && s.targets[0].is_local()) {
+                    let hosts: Vec<String> = s.targets.iter().map(|h| h.describe()).collect();
+                    let how = if s.fans_out() {
+                        format!("once per host, {} at a time", s.parallel)
+                    } else {
+                        "orchestrated by the stage".into()
+                    };
+                    let _ = writeln!(out, "     on: {} ({how})", hosts.join(", "));
                 }
                 if !s.plugin.description.capabilities.is_empty() {
                     let _ = writeln!(

@@ -42,9 +42,15 @@ pub enum RunError {
     },
     #[error("{0} already holds a run (results.json); choose another --out folder")]
     RunDirTaken(PathBuf),
+    #[error("the hosts are not ready; nothing was run:\n  - {}", .0.join("\n  - "))]
+    Preflight(Vec<String>),
 }
 
 pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
+    let problems = crate::preflight::check(plan);
+    if !problems.is_empty() {
+        return Err(RunError::Preflight(problems));
+    }
     let started = Utc::now();
     let run_id = format!(
         "{}-{}",
@@ -324,45 +330,57 @@ impl Runner<'_> {
             .progress
             .start(&stage.instance_id, &stage.plugin.description.name);
         let show = |m: &str| bar.message(m);
-        let mut ctx = StageContext {
-            instance_id: stage.instance_id.clone(),
-            run_id: self.results.run_id.clone(),
-            work_dir: work_dir.clone(),
-            run_dir: self.run_dir.clone(),
-            ceph: self.plan.ceph.clone(),
-            grants: stage.grants.clone(),
+        let job = HostJob {
+            stage,
+            params: &params,
+            run_id: &self.results.run_id,
+            run_dir: &self.run_dir,
+            ceph: &self.plan.ceph,
             deadline: stage.timeout.map(|t| clock + t),
-            timeout: stage.timeout,
-            cancel: cancel.clone(),
+            cancel,
             progress: &show,
-            ledger: &mut self.ledger,
-            commands: Vec::new(),
-            artifacts: Vec::new(),
             redactor: &self.plan.redactor,
         };
-        let outcome: Result<StageOutput, StageError> = match std::fs::create_dir_all(&work_dir) {
-            Err(e) => Err(StageError::io(
-                format!("creating {}", work_dir.display()),
-                e,
-            )),
-            Ok(()) => std::panic::catch_unwind(AssertUnwindSafe(|| {
-                stage.plugin.stage.run(&params, &mut ctx)
-            }))
-            .unwrap_or_else(|panic| {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                Err(StageError::failed(format!(
-                    "the stage crashed (a bug in `{}`): {what}",
-                    stage.plugin.description.name
-                )))
-            }),
+        let (outcome, commands, mut artifacts) = if stage.fans_out() {
+            // Once per host, at most `parallel` at a time; each host gets its
+            // own work folder and a copy of the ledger, merged back after.
+            let mut results = Vec::new();
+            let mut commands = Vec::new();
+            let mut artifacts = Vec::new();
+            for chunk in stage.targets.chunks(stage.parallel.max(1)) {
+                let ledger = self.ledger.clone();
+                let runs: Vec<HostRun> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = chunk
+                        .iter()
+                        .map(|host| {
+                            let mut ledger = ledger.clone();
+                            let job = &job;
+                            let host_dir = work_dir.join(sanitize(&host.name));
+                            scope.spawn(move || job.run(host.clone(), host_dir, &mut ledger))
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .zip(chunk)
+                        .map(|(h, host)| {
+                            h.join().unwrap_or_else(|_| HostRun::crashed(host.clone()))
+                        })
+                        .collect()
+                });
+                for run in runs {
+                    merge_ledger(&mut self.ledger, run.ledger);
+                    commands.extend(run.commands);
+                    artifacts.extend(run.artifacts);
+                    results.push((run.host, run.outcome));
+                }
+            }
+            (crate::fanout::merge(results), commands, artifacts)
+        } else {
+            let mut ledger = std::mem::take(&mut self.ledger);
+            let run = job.run(crate::hosts::Host::local(), work_dir.clone(), &mut ledger);
+            self.ledger = ledger;
+            (run.outcome, run.commands, run.artifacts)
         };
-        let commands = std::mem::take(&mut ctx.commands);
-        let mut artifacts = std::mem::take(&mut ctx.artifacts);
-        drop(ctx);
         let elapsed = clock.elapsed();
         record.ended_at = Some(rfc3339(Utc::now()));
         record.duration_s = Some(elapsed.as_secs_f64());
@@ -407,6 +425,112 @@ impl Runner<'_> {
         bar.finish(&finish_line(&record, elapsed));
         self.remember(stage, record.status, &record.outputs);
         record
+    }
+}
+
+/// What one host's run of a stage needs.
+struct HostJob<'a> {
+    stage: &'a PlannedStage,
+    params: &'a crate::params::Params,
+    run_id: &'a str,
+    run_dir: &'a Path,
+    ceph: &'a crate::ceph::CephConnection,
+    deadline: Option<Instant>,
+    cancel: &'a CancelToken,
+    progress: &'a (dyn Fn(&str) + Sync),
+    redactor: &'a crate::secrets::Redactor,
+}
+
+struct HostRun {
+    host: crate::hosts::Host,
+    outcome: Result<StageOutput, StageError>,
+    commands: Vec<crate::results::CommandRecord>,
+    artifacts: Vec<crate::results::Artifact>,
+    ledger: Vec<Resource>,
+}
+
+impl HostRun {
+    fn crashed(host: crate::hosts::Host) -> Self {
+        HostRun {
+            host,
+            outcome: Err(StageError::failed("the stage's thread crashed")),
+            commands: Vec::new(),
+            artifacts: Vec::new(),
+            ledger: Vec::new(),
+        }
+    }
+}
+
+impl HostJob<'_> {
+    fn run(
+        &self,
+        host: crate::hosts::Host,
+        work_dir: PathBuf,
+        ledger: &mut Vec<Resource>,
+    ) -> HostRun {
+        let stage = self.stage;
+        let mut ctx = StageContext {
+            instance_id: stage.instance_id.clone(),
+            run_id: self.run_id.to_string(),
+            work_dir: work_dir.clone(),
+            run_dir: self.run_dir.to_path_buf(),
+            ceph: self.ceph.clone(),
+            grants: stage.grants.clone(),
+            deadline: self.deadline,
+            timeout: stage.timeout,
+            cancel: self.cancel.clone(),
+            progress: self.progress,
+            ledger,
+            commands: Vec::new(),
+            artifacts: Vec::new(),
+            redactor: self.redactor,
+            host: host.clone(),
+            targets: stage.targets.clone(),
+            pending: 0,
+        };
+        let outcome: Result<StageOutput, StageError> = match std::fs::create_dir_all(&work_dir) {
+            Err(e) => Err(StageError::io(
+                format!("creating {}", work_dir.display()),
+                e,
+            )),
+            Ok(()) => std::panic::catch_unwind(AssertUnwindSafe(|| {
+                stage.plugin.stage.run(self.params, &mut ctx)
+            }))
+            .unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(StageError::failed(format!(
+                    "the stage crashed (a bug in `{}`): {what}",
+                    stage.plugin.description.name
+                )))
+            }),
+        };
+        let commands = std::mem::take(&mut ctx.commands);
+        let artifacts = std::mem::take(&mut ctx.artifacts);
+        drop(ctx);
+        HostRun {
+            host,
+            outcome,
+            commands,
+            artifacts,
+            ledger: ledger.clone(),
+        }
+    }
+}
+
+/// Brings a host run's ledger changes (new resources, removals) into the run's.
+fn merge_ledger(main: &mut Vec<Resource>, from_host: Vec<Resource>) {
+    for r in from_host {
+        match main
+            .iter_mut()
+            .find(|m| m.kind == r.kind && m.name == r.name)
+        {
+            Some(existing) => existing.removed |= r.removed,
+            None => main.push(r),
+        }
     }
 }
 

@@ -29,6 +29,13 @@ pub struct StageDescription {
     /// empty for native stages, which are trusted code.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// `true`: the engine runs the stage once per target host (in parallel) and
+    /// labels its metrics `host=NAME`. `false`: the stage gets all targets and
+    /// orchestrates them itself (iperf3: servers here, clients there).
+    pub per_host: bool,
+    /// Programs the stage runs on its target hosts; checked before the run starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -18,6 +18,8 @@ impl Stage for CephCleanup {
     fn describe(&self) -> StageDescription {
         StageDescription {
             capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["ceph".into(), "rados".into(), "rbd".into()],
             name: "ceph-cleanup".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary:

@@ -27,6 +27,8 @@ impl Stage for CephInfo {
     fn describe(&self) -> StageDescription {
         StageDescription {
             capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["ceph".into()],
             name: "ceph-info".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "Record the cluster: versions, status, OSD tree, df, pool details.".into(),

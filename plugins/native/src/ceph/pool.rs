@@ -152,6 +152,8 @@ impl Stage for CephPool {
     fn describe(&self) -> StageDescription {
         StageDescription {
             capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["ceph".into()],
             name: "ceph-pool".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "Create a replicated or erasure-coded pool owned by this run (deleted by ceph-cleanup).".into(),

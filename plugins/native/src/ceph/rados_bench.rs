@@ -68,6 +68,8 @@ impl Stage for RadosBench {
     fn describe(&self) -> StageDescription {
         StageDescription {
             capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["rados".into()],
             name: "rados-bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary:

@@ -63,6 +63,8 @@ impl Stage for RbdBench {
     fn describe(&self) -> StageDescription {
         StageDescription {
             capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["rbd".into()],
             name: "rbd-bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary:

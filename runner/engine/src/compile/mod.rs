@@ -2,6 +2,7 @@
 //! check is a small function that adds diagnostics; all problems are reported
 //! together, and nothing runs unless there are none.
 
+mod inventory;
 mod matrix;
 mod references;
 mod stages;
@@ -79,12 +80,14 @@ pub fn compile(
         .collect();
     let vars = vars::resolve_vars(config, options, &env, source, &mut diags);
     let ceph = vars::resolve_cluster(config, &vars, &env, source, &mut diags);
+    let inventory = inventory::resolve_inventory(config, &vars, &env, source, &mut diags);
 
     let scope = stages::Scope {
         source,
         registry,
         vars: &vars,
         env: &env,
+        inventory: &inventory,
         all_stages: config.stages.iter().chain(&config.cleanup).collect(),
     };
     let main = stages::compile_stages(&scope, &config.stages, 0, &mut diags);

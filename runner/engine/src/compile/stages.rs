@@ -20,6 +20,7 @@ pub struct Scope<'a> {
     pub registry: &'a Registry,
     pub vars: &'a Map<String, Value>,
     pub env: &'a BTreeMap<String, String>,
+    pub inventory: &'a crate::hosts::Inventory,
     /// Main stages then cleanup stages, in file order.
     pub all_stages: Vec<&'a StageConfig>,
 }
@@ -75,6 +76,16 @@ fn compile_stage(
                 None
             }
         });
+    let targets =
+        super::inventory::stage_targets(stage.on.as_ref(), scope.inventory, scope.source, diags);
+    let parallel = match &stage.parallel {
+        Some(p) if p.value == 0 => {
+            diags.push(scope.err("`parallel` must be at least 1", p.loc));
+            1
+        }
+        Some(p) => p.value as usize,
+        None => 16,
+    };
     let matrix = stage
         .matrix
         .as_ref()
@@ -129,6 +140,8 @@ fn compile_stage(
                 .as_ref()
                 .map(|g| g.value.clone())
                 .unwrap_or_default(),
+            targets: targets.clone(),
+            parallel,
         })
         .collect();
     for instance in &instances {

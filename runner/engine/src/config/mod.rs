@@ -36,6 +36,9 @@ pub struct PipelineConfig {
     /// How stages reach the Ceph cluster.
     #[serde(default)]
     pub cluster: Option<crate::ceph::ClusterConfig>,
+    /// Hosts and groups stages can run on (`on:`). Default: this machine only.
+    #[serde(default)]
+    pub inventory: Option<crate::hosts::InventoryConfig>,
     /// The benchmark stages, run in order.
     pub stages: Vec<StageConfig>,
     /// Stages that ALWAYS run at the end: after success, after a failure, after Ctrl-C.
@@ -97,6 +100,14 @@ pub struct StageConfig {
     /// A template expression; the stage is skipped when it is false, e.g. `vars.with_rbd`.
     #[serde(default)]
     pub when: Option<Sp<String>>,
+    /// Hosts to run on: a group or host name, or a list of them (default: this
+    /// machine). Per-host stages run once per host, in parallel.
+    #[serde(default)]
+    #[schemars(with = "Option<OnSchema>")]
+    pub on: Option<Node>,
+    /// At most this many hosts at once (default 16).
+    #[serde(default)]
+    pub parallel: Option<Sp<u32>>,
     /// Pin a plugin file: its SHA-256 (hex). A mismatch refuses to load it.
     #[serde(default)]
     pub sha256: Option<Sp<String>>,
@@ -147,6 +158,15 @@ impl Grants {
             parts.join("; ")
         }
     }
+}
+
+/// Schema-only description of `on`.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum OnSchema {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// Schema-only description of `matrix` (it is parsed from a `Node`).

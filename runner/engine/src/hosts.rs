@@ -1,0 +1,482 @@
+//! Where stages run: the pipeline's inventory of hosts and groups, and the
+//! transport to them, the system's OpenSSH client (BatchMode, multiplexed
+//! connections, strict host key checking unless the pipeline explicitly
+//! relaxes it). The local machine needs no SSH.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Sp;
+use crate::exec::{CommandSpec, shell_words};
+
+/// The reserved name of the machine running the suite.
+pub const LOCAL: &str = "local";
+/// The group of every inventory host (or just `local` without an inventory).
+pub const ALL: &str = "all";
+
+/// `inventory:` in a pipeline.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryConfig {
+    /// Defaults for every host.
+    #[serde(default)]
+    pub ssh: SshConfig,
+    /// Hosts by name.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, Sp<HostConfig>>,
+    /// Named groups of host names (`mons`, `osds`, `clients`, ...).
+    #[serde(default)]
+    pub groups: BTreeMap<String, Vec<Sp<String>>>,
+    /// An Ansible INI inventory to read hosts and groups from (merged with the above).
+    #[serde(default)]
+    pub ansible: Option<Sp<String>>,
+}
+
+/// SSH settings; every string may be a template (`{{ env.SSH_KEY }}`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SshConfig {
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Private key file.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// A known_hosts file to check host keys against (default: the user's).
+    #[serde(default)]
+    pub known_hosts: Option<String>,
+    /// `yes` (default): unknown host keys are refused. `accept-new` or `no`
+    /// relax it, and must be written out explicitly.
+    #[serde(default)]
+    pub strict_host_key_checking: Option<StrictHostKeyChecking>,
+    /// Seconds to wait for a connection.
+    #[serde(default)]
+    pub connect_timeout: Option<u32>,
+    /// Extra `-o` options, e.g. `[Ciphers=aes128-gcm@openssh.com]`.
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StrictHostKeyChecking {
+    Yes,
+    AcceptNew,
+    No,
+}
+
+/// One host in the inventory.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Name or IP address to connect to.
+    pub address: String,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+/// A resolved host: where a stage instance runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Host {
+    pub name: String,
+    /// `None`: this machine, no SSH.
+    pub address: Option<String>,
+    pub user: Option<String>,
+    pub port: Option<u16>,
+    pub key: Option<PathBuf>,
+    pub known_hosts: Option<PathBuf>,
+    pub strict: StrictHostKeyChecking,
+    pub connect_timeout: u32,
+    pub options: Vec<String>,
+}
+
+impl Host {
+    pub fn local() -> Self {
+        Host {
+            name: LOCAL.into(),
+            address: None,
+            user: None,
+            port: None,
+            key: None,
+            known_hosts: None,
+            strict: StrictHostKeyChecking::Yes,
+            connect_timeout: 10,
+            options: Vec::new(),
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.address.is_none()
+    }
+
+    /// `node1 (root@127.0.0.2:2222)`, for messages.
+    pub fn describe(&self) -> String {
+        match &self.address {
+            None => format!("{} (this machine)", self.name),
+            Some(addr) => {
+                let user = self
+                    .user
+                    .as_ref()
+                    .map(|u| format!("{u}@"))
+                    .unwrap_or_default();
+                let port = self.port.map(|p| format!(":{p}")).unwrap_or_default();
+                format!("{} ({user}{addr}{port})", self.name)
+            }
+        }
+    }
+
+    /// The `ssh ...` prefix for this host (empty for the local machine).
+    pub fn ssh_argv(&self) -> Vec<String> {
+        let Some(address) = &self.address else {
+            return Vec::new();
+        };
+        let mut argv: Vec<String> = vec!["ssh".into()];
+        let mut opt = |o: String| {
+            argv.push("-o".into());
+            argv.push(o);
+        };
+        opt("BatchMode=yes".into());
+        opt(format!("ConnectTimeout={}", self.connect_timeout));
+        // One TCP/SSH session per host for the whole run: stages start fast.
+        opt("ControlMaster=auto".into());
+        opt("ControlPath=/tmp/pipeline-ssh-%C".into());
+        opt("ControlPersist=60".into());
+        opt(format!(
+            "StrictHostKeyChecking={}",
+            match self.strict {
+                StrictHostKeyChecking::Yes => "yes",
+                StrictHostKeyChecking::AcceptNew => "accept-new",
+                StrictHostKeyChecking::No => "no",
+            }
+        ));
+        if let Some(kh) = &self.known_hosts {
+            opt(format!("UserKnownHostsFile={}", kh.display()));
+        }
+        if self.key.is_some() {
+            opt("IdentitiesOnly=yes".into());
+        }
+        for o in &self.options {
+            opt(o.clone());
+        }
+        if let Some(key) = &self.key {
+            argv.extend(["-i".into(), key.display().to_string()]);
+        }
+        if let Some(port) = self.port {
+            argv.extend(["-p".into(), port.to_string()]);
+        }
+        if let Some(user) = &self.user {
+            argv.extend(["-l".into(), user.clone()]);
+        }
+        argv.push(address.clone());
+        argv.push("--".into());
+        argv
+    }
+
+    /// The command as it runs on this host: unchanged locally; over SSH the
+    /// remote shell gets one quoted command line. `remote_limit` makes the
+    /// remote side kill the command too (`timeout`): killing the local ssh
+    /// client alone would leave it running there.
+    pub fn wrap(&self, spec: &CommandSpec, remote_limit: Option<Duration>) -> CommandSpec {
+        if self.is_local() {
+            return spec.clone();
+        }
+        let mut remote: Vec<String> = Vec::new();
+        if let Some(limit) = remote_limit {
+            remote.extend([
+                "timeout".into(),
+                "-k".into(),
+                "5".into(),
+                format!("{}", limit.as_secs().max(1)),
+            ]);
+        }
+        if !spec.env.is_empty() {
+            remote.push("env".into());
+            remote.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+        }
+        remote.extend(spec.argv.iter().cloned());
+        let mut line = shell_words(&remote);
+        if let Some(cwd) = &spec.cwd {
+            line = format!(
+                "cd {} && {line}",
+                crate::exec::shell_quote(&cwd.display().to_string())
+            );
+        }
+        let mut argv = self.ssh_argv();
+        argv.push(line);
+        CommandSpec {
+            argv,
+            env: Vec::new(),
+            cwd: None,
+            timeout: spec.timeout,
+        }
+    }
+
+    /// Turns an SSH failure (ssh exits 255) into a message naming the host and
+    /// the cause, with what to do about it.
+    pub fn explain_ssh_failure(&self, stderr: &str) -> String {
+        let who = self.describe();
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim();
+        if stderr.contains("Host key verification failed")
+            || stderr.contains("No ED25519 host key is known")
+            || stderr.contains("host key for")
+        {
+            format!(
+                "host {who}: its SSH host key is unknown or changed (strict host key checking). \
+                 Add it to known_hosts (`ssh-keyscan -p PORT ADDRESS >> ~/.ssh/known_hosts`, after checking it), \
+                 or set `inventory.ssh.strict_host_key_checking: accept-new` explicitly"
+            )
+        } else if stderr.contains("Permission denied") {
+            format!(
+                "host {who}: the SSH key was refused ({last}); check `key` and `user` in the inventory"
+            )
+        } else if stderr.contains("Connection refused") {
+            format!("host {who} is unreachable: connection refused (is sshd running on that port?)")
+        } else if stderr.contains("timed out")
+            || stderr.contains("No route to host")
+            || stderr.contains("Could not resolve")
+            || stderr.contains("Network is unreachable")
+        {
+            format!("host {who} is unreachable: {last}")
+        } else {
+            format!("host {who}: ssh failed: {last}")
+        }
+    }
+}
+
+/// The resolved inventory: hosts by name, groups of names.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    pub hosts: BTreeMap<String, Host>,
+    pub groups: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for Inventory {
+    fn default() -> Self {
+        let mut hosts = BTreeMap::new();
+        hosts.insert(LOCAL.to_string(), Host::local());
+        Inventory {
+            hosts,
+            groups: BTreeMap::new(),
+        }
+    }
+}
+
+impl Inventory {
+    /// Hosts named by `on:` entries (host or group names), in order, once each.
+    pub fn resolve(&self, names: &[String]) -> Result<Vec<Host>, String> {
+        let mut out: Vec<Host> = Vec::new();
+        for name in names {
+            let members: Vec<String> = if let Some(group) = self.groups.get(name) {
+                group.clone()
+            } else if name == ALL {
+                self.hosts
+                    .keys()
+                    .filter(|h| *h != LOCAL || self.hosts.len() == 1)
+                    .cloned()
+                    .collect()
+            } else if self.hosts.contains_key(name) {
+                vec![name.clone()]
+            } else {
+                return Err(name.clone());
+            };
+            for m in members {
+                if let Some(h) = self.hosts.get(&m)
+                    && !out.iter().any(|o| o.name == h.name)
+                {
+                    out.push(h.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.groups.keys().cloned().collect();
+        names.push(ALL.to_string());
+        names.extend(self.hosts.keys().cloned());
+        names
+    }
+}
+
+/// Reads an Ansible INI inventory: `[group]` sections of
+/// `name ansible_host=ADDR ansible_user=U ansible_port=P ansible_ssh_private_key_file=K`
+/// lines. `[group:vars]` and `[group:children]` sections are understood
+/// (children are expanded; vars apply `ansible_user`/`ansible_port`).
+pub fn read_ansible_ini(
+    text: &str,
+) -> Result<(BTreeMap<String, HostConfig>, BTreeMap<String, Vec<String>>), String> {
+    let mut hosts: BTreeMap<String, HostConfig> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut group_vars: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let mut section = ("ungrouped".to_string(), "hosts");
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split(['#', ';']).next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = match header.split_once(':') {
+                Some((g, "vars")) => (g.to_string(), "vars"),
+                Some((g, "children")) => (g.to_string(), "children"),
+                Some((_, other)) => {
+                    return Err(format!("line {}: unknown section kind `{other}`", n + 1));
+                }
+                None => (header.to_string(), "hosts"),
+            };
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or_default().to_string();
+        match section.1 {
+            "children" => children.entry(section.0.clone()).or_default().push(first),
+            "vars" => {
+                if let Some((k, v)) = line.split_once('=') {
+                    group_vars
+                        .entry(section.0.clone())
+                        .or_default()
+                        .push((k.trim().into(), v.trim().into()));
+                }
+            }
+            _ => {
+                let host = hosts.entry(first.clone()).or_insert_with(|| HostConfig {
+                    address: first.clone(),
+                    ..Default::default()
+                });
+                for word in words {
+                    let Some((k, v)) = word.split_once('=') else {
+                        return Err(format!(
+                            "line {}: expected key=value, found `{word}`",
+                            n + 1
+                        ));
+                    };
+                    apply_ansible_var(host, k, v).map_err(|e| format!("line {}: {e}", n + 1))?;
+                }
+                groups.entry(section.0.clone()).or_default().push(first);
+            }
+        }
+    }
+    for (group, vars) in &group_vars {
+        for member in groups.get(group).cloned().unwrap_or_default() {
+            if let Some(h) = hosts.get_mut(&member) {
+                for (k, v) in vars {
+                    apply_ansible_var(h, k, v)?;
+                }
+            }
+        }
+    }
+    for (group, kids) in children {
+        let mut members = groups.get(&group).cloned().unwrap_or_default();
+        for kid in kids {
+            members.extend(groups.get(&kid).cloned().unwrap_or_default());
+        }
+        groups.insert(group, members);
+    }
+    groups.remove("ungrouped");
+    Ok((hosts, groups))
+}
+
+fn apply_ansible_var(host: &mut HostConfig, key: &str, value: &str) -> Result<(), String> {
+    let value = value.trim_matches(['"', '\'']);
+    match key {
+        "ansible_host" | "ansible_ssh_host" => host.address = value.into(),
+        "ansible_user" | "ansible_ssh_user" => host.user = Some(value.into()),
+        "ansible_port" | "ansible_ssh_port" => {
+            host.port = Some(
+                value
+                    .parse()
+                    .map_err(|_| format!("ansible_port `{value}` is not a port number"))?,
+            )
+        }
+        "ansible_ssh_private_key_file" => host.key = Some(value.into()),
+        _ => {} // other Ansible variables do not concern us
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_commands_for_ssh() {
+        let host = Host {
+            name: "node1".into(),
+            address: Some("127.0.0.2".into()),
+            user: Some("root".into()),
+            port: Some(2222),
+            key: Some("/k".into()),
+            known_hosts: Some("/kh".into()),
+            ..Host::local()
+        };
+        let spec = CommandSpec::new(vec!["echo".into(), "a b".into()]).env("LC_ALL", "C");
+        let wrapped = host.wrap(&spec, Some(Duration::from_secs(30)));
+        assert_eq!(
+            wrapped.argv.last().unwrap(),
+            "timeout -k 5 30 env LC_ALL=C echo 'a b'"
+        );
+        let argv = wrapped.argv.join(" ");
+        assert!(argv.starts_with("ssh -o BatchMode=yes"), "{argv}");
+        assert!(argv.contains("StrictHostKeyChecking=yes"));
+        assert!(
+            argv.contains("-i /k -p 2222 -l root 127.0.0.2 --"),
+            "{argv}"
+        );
+        assert_eq!(Host::local().wrap(&spec, None).argv, spec.argv);
+    }
+
+    #[test]
+    fn reads_ansible_ini() {
+        let ini = "[mons]\nmon1 ansible_host=10.0.0.1\n\n[osds]\nosd1 ansible_host=10.0.0.2 ansible_port=2222\nosd2\n\n[osds:vars]\nansible_user=ceph\n\n[ceph:children]\nmons\nosds\n";
+        let (hosts, groups) = read_ansible_ini(ini).unwrap();
+        assert_eq!(hosts["osd1"].port, Some(2222));
+        assert_eq!(hosts["osd1"].user.as_deref(), Some("ceph"));
+        assert_eq!(hosts["osd2"].address, "osd2");
+        assert_eq!(groups["ceph"], ["mon1", "osd1", "osd2"]);
+        assert!(read_ansible_ini("[a]\nh1 ansible_port=x\n").is_err());
+    }
+
+    #[test]
+    fn resolves_groups_and_hosts() {
+        let mut inv = Inventory::default();
+        inv.hosts.insert(
+            "n1".into(),
+            Host {
+                name: "n1".into(),
+                address: Some("a".into()),
+                ..Host::local()
+            },
+        );
+        inv.hosts.insert(
+            "n2".into(),
+            Host {
+                name: "n2".into(),
+                address: Some("b".into()),
+                ..Host::local()
+            },
+        );
+        inv.groups
+            .insert("osds".into(), vec!["n2".into(), "n1".into()]);
+        let names = |v: Vec<Host>| v.into_iter().map(|h| h.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(inv.resolve(&["osds".into(), "n1".into()]).unwrap()),
+            ["n2", "n1"]
+        );
+        assert_eq!(names(inv.resolve(&["all".into()]).unwrap()), ["n1", "n2"]);
+        assert_eq!(inv.resolve(&["nope".into()]).unwrap_err(), "nope");
+    }
+}

@@ -1,0 +1,113 @@
+//! Checks made before anything runs: every host a stage will use answers over
+//! SSH, and the programs the stages need are installed there. A benchmark
+//! that fails after 20 minutes because iperf3 is missing on one node is
+//! a wasted maintenance window.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::cancel::CancelToken;
+use crate::exec::{self, CommandSpec, Exit};
+use crate::hosts::Host;
+use crate::plan::Plan;
+
+/// Hosts the plan will use, with the programs needed on each.
+pub fn requirements(plan: &Plan) -> Vec<(Host, Vec<String>)> {
+    let mut needs: BTreeMap<String, (Host, Vec<String>)> = BTreeMap::new();
+    for stage in plan.stages.iter().chain(&plan.cleanup) {
+        let d = &stage.plugin.description;
+        let hosts: Vec<Host> = if stage.fans_out() || !d.per_host {
+            stage.targets.clone()
+        } else {
+            vec![Host::local()]
+        };
+        for host in hosts {
+            let entry = needs
+                .entry(host.name.clone())
+                .or_insert_with(|| (host.clone(), Vec::new()));
+            for tool in &d.requires {
+                if !entry.1.contains(tool) {
+                    entry.1.push(tool.clone());
+                }
+            }
+        }
+    }
+    needs.into_values().collect()
+}
+
+/// Problems found; empty when every host answers and has its programs.
+pub fn check(plan: &Plan) -> Vec<String> {
+    let needs = requirements(plan);
+    let dir = std::env::temp_dir().join(format!("pipeline-preflight-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return vec![format!("cannot create {}: {e}", dir.display())];
+    }
+    let problems: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = needs
+            .iter()
+            .enumerate()
+            .map(|(i, (host, tools))| {
+                let dir = &dir;
+                scope.spawn(move || check_host(host, tools, &dir.join(format!("{i}"))))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| vec!["preflight check crashed".into()])
+            })
+            .collect()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    problems
+}
+
+fn check_host(host: &Host, tools: &[String], base: &std::path::Path) -> Vec<String> {
+    if host.is_local() && tools.is_empty() {
+        return Vec::new();
+    }
+    // One round trip: the names of missing programs, one per line.
+    let script = format!(
+        "for t in {}; do command -v \"$t\" >/dev/null 2>&1 || echo \"$t\"; done; true",
+        tools
+            .iter()
+            .map(|t| exec::shell_quote(t))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let spec =
+        CommandSpec::new(vec!["sh".into(), "-c".into(), script]).timeout(Duration::from_secs(30));
+    let wrapped = host.wrap(&spec, None);
+    let (out, err) = (base.with_extension("out"), base.with_extension("err"));
+    let finished = match exec::run_to_files(&wrapped, &out, &err, None, &CancelToken::default()) {
+        Ok(f) => f,
+        Err(e) => return vec![format!("host {}: {e}", host.describe())],
+    };
+    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    match finished.exit {
+        Exit::Code(0) => stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|tool| {
+                let place = if host.is_local() {
+                    "this machine".to_string()
+                } else {
+                    format!("host {}", host.describe())
+                };
+                format!(
+                    "`{}` is not installed on {place}, and a stage needs it",
+                    tool.trim()
+                )
+            })
+            .collect(),
+        Exit::Code(255) if !host.is_local() => vec![host.explain_ssh_failure(&stderr)],
+        Exit::TimedOut(_) => vec![format!("host {}: no answer within 30s", host.describe())],
+        other => vec![format!(
+            "host {}: the check failed ({other}): {}",
+            host.describe(),
+            stderr.trim()
+        )],
+    }
+}
