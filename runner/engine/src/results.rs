@@ -54,6 +54,12 @@ pub struct PipelineInfo {
     pub file: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitInfo>,
+    /// `report.title` of the suite, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_title: Option<String>,
+    /// `report.summary_metrics`: shown in the summary table besides headline metrics.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summary_metrics: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

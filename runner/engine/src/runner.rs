@@ -78,6 +78,8 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
                 description: plan.description.clone(),
                 file: plan.source.path.display().to_string(),
                 git: crate::host::git_info(&plan.source.path),
+                report_title: plan.report.title.clone(),
+                summary_metrics: plan.report.summary_metrics.clone(),
             },
             runner: RunnerInfo {
                 version: env!("CARGO_PKG_VERSION").to_string(),

@@ -75,15 +75,10 @@ impl Exporter for MarkdownExporter {
             .chain(&results.cleanup)
             .filter(|s| s.error.is_some())
             .collect();
-        let summary_extra = results
-            .stages
-            .iter()
-            .any(|s| s.metrics.iter().any(|m| m.headline));
         let text = tmpl
             .render(minijinja::context! {
                 r => minijinja::value::Serde(results),
                 failures => minijinja::value::Serde(&failures),
-                has_headlines => summary_extra,
             })
             .map_err(|e| e.to_string())?;
         // One blank line between blocks, a single trailing newline.
