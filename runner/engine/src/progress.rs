@@ -30,9 +30,7 @@ impl Progress {
 
     pub fn line(&self, text: &str) {
         match self {
-            Progress::Terminal(mp) => {
-                let _ = mp.println(text);
-            }
+            Progress::Terminal(mp) => mp.suspend(|| println!("{text}")),
             Progress::Lines => println!("{} {text}", timestamp()),
             Progress::Quiet => {}
         }
