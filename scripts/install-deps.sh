@@ -4,7 +4,8 @@
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 uuid-runtime curl git)
+packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 uuid-runtime curl git
+  openssh-server openssh-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

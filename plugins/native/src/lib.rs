@@ -4,6 +4,7 @@
 pub mod ceph;
 pub mod exec;
 pub mod fio;
+pub mod host;
 
 use pipeline_engine::registry::Registry;
 
@@ -17,5 +18,8 @@ pub fn registry() -> Registry {
     r.add_native(ceph::rbd_bench::RbdBench);
     r.add_native(ceph::cleanup::CephCleanup);
     r.add_native(fio::Fio);
+    r.add_native(host::drop_caches::DropCaches);
+    r.add_native(host::disk_baseline::DiskBaseline);
+    r.add_native(host::iperf3::Iperf3);
     r
 }

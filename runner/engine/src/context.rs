@@ -227,11 +227,13 @@ impl StageContext<'_> {
         match finished.exit {
             Exit::Cancelled => return Err(StageError::Cancelled),
             Exit::TimedOut(elapsed) => {
-                let limit = match (spec.timeout, self.timeout) {
-                    (Some(t), _) if elapsed < self.timeout.unwrap_or(Duration::MAX) => t,
-                    (_, Some(t)) => t,
-                    (Some(t), None) => t,
-                    (None, None) => elapsed,
+                // Whichever limit fired: the stage's (its deadline has
+                // passed) or this command's own.
+                let stage_expired = self.deadline.is_some_and(|d| Instant::now() >= d);
+                let limit = match (stage_expired, self.timeout, spec.timeout) {
+                    (true, Some(t), _) => t,
+                    (_, _, Some(t)) => t,
+                    _ => elapsed,
                 };
                 return Err(StageError::Timeout(format!(
                     "{} (`{shown}` was killed)",

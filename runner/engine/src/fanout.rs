@@ -22,13 +22,18 @@ pub fn merge(
     for (host, result) in results {
         match result {
             Ok(output) => {
-                for m in output.metrics {
-                    let mut m = m.label("host", host.name.clone());
-                    if hosts > 1 {
-                        m.headline = false; // the aggregate is the headline
-                    }
-                    merged.metrics.push(m);
-                }
+                merged.metrics.extend(
+                    output
+                        .metrics
+                        .into_iter()
+                        .map(|m| m.label("host", host.name.clone())),
+                );
+                merged.notes.extend(
+                    output
+                        .notes
+                        .into_iter()
+                        .map(|n| format!("{}: {n}", host.name)),
+                );
                 for mut s in output.series {
                     s.labels.insert("host".into(), host.name.clone());
                     s.name = format!("{}-{}", s.name, host.name);
@@ -50,6 +55,9 @@ pub fn merge(
     }
     if hosts > 1 {
         let aggregates = aggregate(&merged.metrics);
+        for m in merged.metrics.iter_mut() {
+            m.headline = false; // the aggregate is the headline
+        }
         merged.metrics.extend(aggregates);
     }
     if cancelled {
@@ -62,6 +70,11 @@ pub fn merge(
     }
     if !skipped.is_empty() && skipped.len() == hosts {
         merged.skipped = Some(skipped.join("; "));
+    } else {
+        // Some hosts skipped: the stage succeeded, but say where it did not measure.
+        merged
+            .notes
+            .extend(skipped.into_iter().map(|s| format!("skipped on {s}")));
     }
     Ok(merged)
 }
@@ -70,9 +83,11 @@ fn is_rate(unit: &str) -> bool {
     unit.ends_with("/s") || unit == "IOPS"
 }
 
+/// A metric's identity apart from its host: name, unit, other labels.
+type MetricKey = (String, String, Vec<(String, String)>);
+
 fn aggregate(metrics: &[Metric]) -> Vec<Metric> {
-    let mut groups: BTreeMap<(String, String, Vec<(String, String)>), Vec<&Metric>> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<MetricKey, Vec<&Metric>> = BTreeMap::new();
     for m in metrics {
         let mut labels: Labels = m.labels.clone();
         labels.remove("host");
@@ -94,7 +109,9 @@ fn aggregate(metrics: &[Metric]) -> Vec<Metric> {
             let mut m = Metric::new(name, value, &unit, ms[0].direction);
             m.labels = labels.into_iter().collect();
             m.labels.insert("host".into(), "all".into());
-            m.headline = true;
+            // Headline when the stage made the per-host figure one (set
+            // before the per-host copies lost the flag).
+            m.headline = ms.iter().any(|x| x.headline);
             m
         })
         .collect()

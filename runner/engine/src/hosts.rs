@@ -148,7 +148,12 @@ impl Host {
         opt(format!("ConnectTimeout={}", self.connect_timeout));
         // One TCP/SSH session per host for the whole run: stages start fast.
         opt("ControlMaster=auto".into());
-        opt("ControlPath=/tmp/pipeline-ssh-%C".into());
+        // The path includes what authenticates the session: a connection
+        // opened with one key must never be reused by a run given another.
+        opt(format!(
+            "ControlPath=/tmp/pipeline-ssh-{:016x}-%C",
+            self.auth_fingerprint()
+        ));
         opt("ControlPersist=60".into());
         opt(format!(
             "StrictHostKeyChecking={}",
@@ -191,12 +196,10 @@ impl Host {
         }
         let mut remote: Vec<String> = Vec::new();
         if let Some(limit) = remote_limit {
-            remote.extend([
-                "timeout".into(),
-                "-k".into(),
-                "5".into(),
-                format!("{}", limit.as_secs().max(1)),
-            ]);
+            // Rounded up, plus a grace: the local deadline fires first and
+            // reports the timeout; this only makes sure nothing lingers.
+            let secs = limit.as_secs() + u64::from(limit.subsec_nanos() > 0) + 2;
+            remote.extend(["timeout".into(), "-k".into(), "5".into(), secs.to_string()]);
         }
         if !spec.env.is_empty() {
             remote.push("env".into());
@@ -218,6 +221,21 @@ impl Host {
             cwd: None,
             timeout: spec.timeout,
         }
+    }
+
+    /// A hash of everything that decides how the session authenticates.
+    fn auth_fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            &self.key,
+            &self.known_hosts,
+            &self.user,
+            self.strict as u8,
+            &self.options,
+        )
+            .hash(&mut h);
+        h.finish()
     }
 
     /// Turns an SSH failure (ssh exits 255) into a message naming the host and
@@ -316,9 +334,10 @@ impl Inventory {
 /// `name ansible_host=ADDR ansible_user=U ansible_port=P ansible_ssh_private_key_file=K`
 /// lines. `[group:vars]` and `[group:children]` sections are understood
 /// (children are expanded; vars apply `ansible_user`/`ansible_port`).
-pub fn read_ansible_ini(
-    text: &str,
-) -> Result<(BTreeMap<String, HostConfig>, BTreeMap<String, Vec<String>>), String> {
+/// Hosts by name, and groups of host names.
+pub type HostsAndGroups = (BTreeMap<String, HostConfig>, BTreeMap<String, Vec<String>>);
+
+pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, String> {
     let mut hosts: BTreeMap<String, HostConfig> = BTreeMap::new();
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -427,7 +446,7 @@ mod tests {
         let wrapped = host.wrap(&spec, Some(Duration::from_secs(30)));
         assert_eq!(
             wrapped.argv.last().unwrap(),
-            "timeout -k 5 30 env LC_ALL=C echo 'a b'"
+            "timeout -k 5 32 env LC_ALL=C echo 'a b'"
         );
         let argv = wrapped.argv.join(" ");
         assert!(argv.starts_with("ssh -o BatchMode=yes"), "{argv}");

@@ -138,6 +138,9 @@ pub struct StageRecord {
     pub skip_reason: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continue_on_error: bool,
+    /// Remarks from the stage (e.g. hosts where it did not measure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub metrics: Vec<Metric>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, serde_json::Value>,

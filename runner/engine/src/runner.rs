@@ -239,6 +239,7 @@ impl Runner<'_> {
             error: None,
             skip_reason: None,
             continue_on_error: stage.continue_on_error,
+            notes: Vec::new(),
             metrics: Vec::new(),
             outputs: BTreeMap::new(),
             artifacts: Vec::new(),
@@ -409,6 +410,7 @@ impl Runner<'_> {
                 self.results.environment.extend(output.environment.clone());
                 record.metrics = output.metrics;
                 record.outputs = output.outputs;
+                record.notes = output.notes;
                 if let Some(reason) = output.skipped {
                     record.status = StageStatus::Skipped;
                     record.skip_reason = Some(reason);

@@ -114,6 +114,8 @@ pub struct StageOutput {
     /// Facts about the system under test (cluster versions, `ceph df`, ...):
     /// merged into the results' `environment` section.
     pub environment: BTreeMap<String, serde_json::Value>,
+    /// Remarks for the report (e.g. a host where a per-host stage was skipped).
+    pub notes: Vec<String>,
     /// Set when the stage decided not to measure (e.g. drop-caches not permitted
     /// and the pipeline allowed that): the stage is recorded as skipped.
     pub skipped: Option<String>,

@@ -2,6 +2,8 @@
 //! the `pipeline` binary, and golden-file comparison.
 #![allow(dead_code)]
 
+pub mod sshd;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -108,18 +108,28 @@ mod tests {
     }
 
     #[test]
-    fn type_errors_and_syntax() {
-        println!(
-            "{}",
-            err("name: x\nstages:\n  - id: a\n    uses: exec\n    continue_on_error: maybe\n")
-        );
-        println!("{}", err("name: x\nstages: [\n"));
-        println!("{}", err("name: x\n"));
-        println!("{}", err("name: x\nstages:\n  - uses: exec\n"));
-        println!("{}", err("name: [1]\nstages: []\n"));
-        println!(
-            "{}",
-            err("name: x\nstages: []\nenv: [A, {name: B, secret: true}, {nme: C}]\n")
-        );
+    fn type_errors_and_syntax_are_located() {
+        let cases = [
+            (
+                "name: x\nstages:\n  - id: a\n    uses: exec\n    continue_on_error: maybe\n",
+                "t.yaml:5:24",
+                "invalid boolean",
+            ),
+            ("name: x\nstages: [\n", "t.yaml:2:9", "unclosed bracket"),
+            ("name: x\n", "t.yaml:1:1", "missing required key `stages`"),
+            (
+                "name: x\nstages:\n  - uses: exec\n",
+                "t.yaml:3:5",
+                "missing required key `id`",
+            ),
+            ("name: [1]\nstages: []\n", "t.yaml:1:7", "expected string"),
+        ];
+        for (text, place, message) in cases {
+            let e = err(text);
+            assert!(
+                e.contains(place) && e.contains(message),
+                "{text:?} gave:\n{e}"
+            );
+        }
     }
 }

@@ -1,0 +1,602 @@
+//! `disk-baseline`: what each host's disks can do before Ceph is on them.
+//! For every target on every host: dd sequential write and read with
+//! O_DIRECT, then fio (libaio, direct=1) 4k random read and write and 1M
+//! sequential read and write, all parsed by the shared parsers.
+//!
+//! Targets are files or raw block devices. A file target is created by the
+//! stage and removed at the end, also when a test fails; a path that already
+//! exists and is not a device is refused (the stage never overwrites a file it
+//! did not create); a directory gets a file of the stage's own inside it
+//! (named after the run and host, so hosts sharing a filesystem do not
+//! collide). Writing a raw device destroys its data: a device is used only
+//! when the pipeline lists it under `scratch_devices` — checked by `validate`
+//! for paths under /dev/, and again on the host before anything is written
+//! (any block device, wherever its path points, must be listed).
+
+use std::path::{Component, Path};
+use std::time::Duration;
+
+use pipeline_engine::context::StageContext;
+use pipeline_engine::exec::CommandSpec;
+use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_engine::stage::{
+    Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
+};
+use pipeline_model::{Metric, unit};
+use serde_json::json;
+
+use super::{ensure_ok, shell, slug};
+
+pub struct DiskBaseline;
+
+/// The tests, in the order they run.
+pub const TESTS: [&str; 6] = [
+    "dd-write",
+    "dd-read",
+    "fio-randread",
+    "fio-randwrite",
+    "fio-seqread",
+    "fio-seqwrite",
+];
+
+fn writes(test: &str) -> bool {
+    test.ends_with("write")
+}
+
+/// fio's `rw` and block size for a fio test.
+fn fio_job(test: &str) -> (&'static str, &'static str) {
+    match test {
+        "fio-randread" => ("randread", "4k"),
+        "fio-randwrite" => ("randwrite", "4k"),
+        "fio-seqread" => ("read", "1M"),
+        _ => ("write", "1M"),
+    }
+}
+
+struct Settings {
+    size: u64,
+    block_size: u64,
+    runtime: u64,
+    iodepth: i64,
+    tests: Vec<String>,
+    timeout: Duration,
+}
+
+impl Settings {
+    fn from(params: &Params) -> Self {
+        let selected = params.strings("tests");
+        Settings {
+            size: params.u64("size").unwrap_or(256 << 20),
+            block_size: params.u64("block_size").unwrap_or(1 << 20).max(1),
+            runtime: params.f64("runtime").unwrap_or(5.0).ceil().max(1.0) as u64,
+            iodepth: params.i64("iodepth").unwrap_or(32),
+            // Always in the canonical order: writes lay out what reads read.
+            tests: TESTS
+                .iter()
+                .filter(|t| selected.iter().any(|s| s == *t))
+                .map(|t| t.to_string())
+                .collect(),
+            timeout: params
+                .duration("command_timeout")
+                .unwrap_or(Duration::from_secs(600)),
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.size.div_ceil(self.block_size)
+    }
+
+    fn command(&self, test: &str, path: &str) -> CommandSpec {
+        match test {
+            "dd-write" => CommandSpec::new(vec![
+                "dd".into(),
+                "if=/dev/zero".into(),
+                format!("of={path}"),
+                format!("bs={}", self.block_size),
+                format!("count={}", self.count()),
+                "oflag=direct".into(),
+                "conv=fdatasync".into(),
+            ])
+            .env("LC_ALL", "C")
+            .timeout(self.timeout),
+            "dd-read" => CommandSpec::new(vec![
+                "dd".into(),
+                format!("if={path}"),
+                "of=/dev/null".into(),
+                format!("bs={}", self.block_size),
+                format!("count={}", self.count()),
+                "iflag=direct".into(),
+            ])
+            .env("LC_ALL", "C")
+            .timeout(self.timeout),
+            _ => {
+                let (rw, bs) = fio_job(test);
+                CommandSpec::new(vec![
+                    "fio".into(),
+                    "--output-format=json".into(),
+                    format!("--name={test}"),
+                    format!("--filename={path}"),
+                    "--ioengine=libaio".into(),
+                    "--direct=1".into(),
+                    format!("--rw={rw}"),
+                    format!("--bs={bs}"),
+                    format!("--iodepth={}", self.iodepth),
+                    format!("--size={}", self.size),
+                    format!("--runtime={}", self.runtime),
+                    "--time_based=1".into(),
+                ])
+                .timeout(self.timeout + Duration::from_secs(self.runtime))
+            }
+        }
+    }
+}
+
+fn is_device_path(path: &str) -> bool {
+    path.starts_with("/dev/")
+}
+
+/// Problems with one target that need no host to see.
+fn target_problem(target: &str, scratch: &[String]) -> Option<String> {
+    let path = Path::new(target);
+    if !path.is_absolute() {
+        return Some(format!("`{target}` is not an absolute path"));
+    }
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Some(format!("`{target}` contains `..`; give the path itself"));
+    }
+    if is_device_path(target) && !scratch.iter().any(|s| s == target) {
+        return Some(format!(
+            "`{target}` is a device path and is not listed in `scratch_devices`: writing it \
+             destroys its data; list it there only if it is a scratch device"
+        ));
+    }
+    None
+}
+
+/// What a target is on the host, found out before anything is written.
+const PROBE: &str = "if [ -b \"$1\" ]; then echo block; elif [ -d \"$1\" ]; then echo directory; \
+                     elif [ -e \"$1\" ] || [ -L \"$1\" ]; then echo exists; else echo missing; fi";
+
+/// Where the tests of one target read and write.
+struct Resolved {
+    /// The path dd and fio use.
+    path: String,
+    /// Created by the stage (removed at the end).
+    created_file: bool,
+}
+
+impl Stage for DiskBaseline {
+    fn describe(&self) -> StageDescription {
+        StageDescription {
+            capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["dd".into(), "fio".into()],
+            name: "disk-baseline".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            summary: "dd sequential write/read and fio 4k random / 1M sequential read/write (O_DIRECT) on files or scratch devices of each host.".into(),
+            params: vec![
+                ParamSpec::required(
+                    "targets",
+                    ParamType::list(ParamType::String),
+                    "Absolute paths on each host: a file to create (removed at the end), a directory (a file is created inside it), or a raw device listed in `scratch_devices`.",
+                ),
+                ParamSpec::with_default(
+                    "scratch_devices",
+                    ParamType::list(ParamType::String),
+                    json!([]),
+                    "Raw devices whose data may be DESTROYED. A device target not listed here is refused.",
+                ),
+                ParamSpec::with_default(
+                    "size",
+                    ParamType::Size,
+                    json!(256u64 << 20),
+                    "Bytes dd writes and reads, and fio's region (file size).",
+                ),
+                ParamSpec::with_default(
+                    "block_size",
+                    ParamType::Size,
+                    json!(1u64 << 20),
+                    "dd's block size (a multiple of 512 for O_DIRECT).",
+                ),
+                ParamSpec::with_default(
+                    "runtime",
+                    ParamType::Duration,
+                    json!(5),
+                    "Duration of each fio test (whole seconds).",
+                ),
+                ParamSpec::with_default(
+                    "iodepth",
+                    ParamType::Integer,
+                    json!(32),
+                    "fio I/Os in flight (libaio).",
+                ),
+                ParamSpec::with_default(
+                    "tests",
+                    ParamType::list(ParamType::enumeration(&TESTS)),
+                    json!(TESTS),
+                    "Which tests to run (always in the order dd-write, dd-read, fio-randread, fio-randwrite, fio-seqread, fio-seqwrite).",
+                ),
+                ParamSpec::with_default(
+                    "command_timeout",
+                    ParamType::Duration,
+                    json!(600),
+                    "Kill dd after this long (fio: runtime + this).",
+                ),
+            ],
+            outputs: Vec::new(),
+            metrics: vec![
+                MetricSpec::new(
+                    "bandwidth",
+                    unit::BYTES_PER_S,
+                    "dd throughput (test=dd-write|dd-read, target=PATH); also bytes, elapsed.",
+                ),
+                MetricSpec::new(
+                    "read_iops",
+                    unit::OPS_PER_S,
+                    "fio IOPS (test=fio-randread|fio-randwrite|fio-seqread|fio-seqwrite); also write_iops, *_bandwidth, *_clat_mean/p50/p90/p99/p99_9.",
+                ),
+            ],
+        }
+    }
+
+    fn check(&self, params: &Params) -> Vec<(String, String)> {
+        let mut p = Vec::new();
+        let scratch = params.strings("scratch_devices");
+        let targets = params.strings("targets");
+        if targets.is_empty() {
+            p.push((
+                "targets".into(),
+                "give at least one file, directory or scratch device".into(),
+            ));
+        }
+        for (i, t) in targets.iter().enumerate() {
+            if targets[..i].contains(t) {
+                p.push(("targets".into(), format!("`{t}` is listed twice")));
+            }
+            if let Some(problem) = target_problem(t, &scratch) {
+                p.push(("targets".into(), problem));
+            }
+        }
+        let s = Settings::from(params);
+        if s.size == 0 {
+            p.push(("size".into(), "must be more than 0".into()));
+        }
+        if params
+            .u64("block_size")
+            .is_some_and(|b| b == 0 || b % 512 != 0)
+        {
+            p.push((
+                "block_size".into(),
+                "must be a multiple of 512 (O_DIRECT)".into(),
+            ));
+        }
+        if s.size > 0 && params.u64("block_size").is_some_and(|b| b > s.size) {
+            p.push(("block_size".into(), "is larger than `size`".into()));
+        }
+        if params.f64("runtime").is_some_and(|r| r < 1.0) {
+            p.push(("runtime".into(), "must be at least 1s".into()));
+        }
+        if !(1..=4096).contains(&s.iodepth) {
+            p.push(("iodepth".into(), "must be between 1 and 4096".into()));
+        }
+        if s.tests.is_empty() {
+            p.push(("tests".into(), "select at least one test".into()));
+        }
+        p
+    }
+
+    fn plan(&self, params: &Params, _ctx: &PlanContext) -> Vec<Action> {
+        let s = Settings::from(params);
+        let scratch = params.strings("scratch_devices");
+        let mut actions = Vec::new();
+        for target in params.strings("targets") {
+            let device = is_device_path(&target);
+            if device {
+                actions.push(Action::note(format!(
+                    "{target}: scratch device; its data is DESTROYED by the write tests"
+                )));
+                if !scratch.contains(&target) {
+                    actions.push(Action::note(format!(
+                        "{target}: REFUSED (not in scratch_devices)"
+                    )));
+                    continue;
+                }
+            } else {
+                actions.push(Action::note(format!(
+                    "{target}: FILE = {target} if it does not exist, or {}/pipeline-disk-baseline-<run id>-<host>.bin \
+                     if it is a directory; created by the stage and removed at the end (an existing file is refused)",
+                    target.trim_end_matches('/')
+                )));
+            }
+            let path = if device {
+                target.clone()
+            } else {
+                "FILE".to_string()
+            };
+            for test in &s.tests {
+                let action =
+                    Action::command(format!("{target}: {test}"), s.command(test, &path).argv);
+                actions.push(if device && writes(test) {
+                    action.destructive()
+                } else {
+                    action
+                });
+            }
+        }
+        actions
+    }
+
+    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let s = Settings::from(params);
+        let scratch = params.strings("scratch_devices");
+        let mut output = StageOutput::default();
+        for target in params.strings("targets") {
+            // `validate` said so already; said again here, where it matters.
+            if let Some(problem) = target_problem(&target, &scratch) {
+                return Err(StageError::Param {
+                    name: "targets".into(),
+                    message: problem,
+                });
+            }
+            let resolved = resolve(ctx, &target, &scratch)?;
+            let measured = measure(ctx, &s, &target, &resolved);
+            let removed = if resolved.created_file {
+                remove(ctx, &target, &resolved.path)
+            } else {
+                Ok(())
+            };
+            output.metrics.extend(measured?);
+            removed?;
+        }
+        Ok(output)
+    }
+}
+
+/// Finds out on the host what `target` is, and where the tests go.
+fn resolve(
+    ctx: &mut StageContext,
+    target: &str,
+    scratch: &[String],
+) -> Result<Resolved, StageError> {
+    // (Per-host runs: the engine prefixes messages with the host's name.)
+    let spec = shell(PROBE, &[target]).timeout(Duration::from_secs(60));
+    let out = ctx.run(&format!("probe-{}", slug(target)), &spec)?;
+    let host_ref = ctx.host.clone();
+    let out = ensure_ok(&host_ref, &spec, out)?;
+    let listed = scratch.iter().any(|s| s == target);
+    match out.stdout.trim() {
+        "block" if listed => Ok(Resolved {
+            path: target.to_string(),
+            created_file: false,
+        }),
+        "block" => Err(StageError::failed(format!(
+            "{target} is a block device and is not listed in `scratch_devices`; \
+             refusing to write it"
+        ))),
+        _ if listed => Err(StageError::failed(format!(
+            "scratch device {target} is not a block device (missing?)"
+        ))),
+        "directory" => Ok(Resolved {
+            path: format!(
+                "{}/pipeline-disk-baseline-{}-{}.bin",
+                target.trim_end_matches('/'),
+                slug(&ctx.run_id),
+                slug(&ctx.host.name)
+            ),
+            created_file: true,
+        }),
+        "missing" => Ok(Resolved {
+            path: target.to_string(),
+            created_file: true,
+        }),
+        "exists" => Err(StageError::failed(format!(
+            "{target} already exists and is not a scratch device; the stage writes \
+             only files it creates: give a path that does not exist, or a directory"
+        ))),
+        other => Err(StageError::failed(format!(
+            "cannot tell what {target} is (probe printed `{other}`)"
+        ))),
+    }
+}
+
+/// Runs the selected tests on one target; metrics labelled test= and target=.
+fn measure(
+    ctx: &mut StageContext,
+    s: &Settings,
+    target: &str,
+    resolved: &Resolved,
+) -> Result<Vec<Metric>, StageError> {
+    let host = ctx.host.clone();
+    let mut metrics = Vec::new();
+    // dd-read of a new file needs data to read: lay it out (not measured).
+    if resolved.created_file
+        && s.tests.iter().any(|t| t == "dd-read")
+        && !s.tests.iter().any(|t| t == "dd-write")
+    {
+        let spec = s.command("dd-write", &resolved.path);
+        let out = ctx.run(&format!("prepare-{}", slug(target)), &spec)?;
+        ensure_ok(&host, &spec, out)?;
+    }
+    for test in &s.tests {
+        let spec = s.command(test, &resolved.path);
+        let out = ctx.run(&format!("{test}-{}", slug(target)), &spec)?;
+        let out = ensure_ok(&host, &spec, out)?;
+        let found = if test.starts_with("dd-") {
+            dd_metrics(&out.stderr)
+        } else {
+            fio_metrics(test, &out.stdout)
+        }
+        .map_err(|e| StageError::failed(format!("{test} on {target}: {e}")))?;
+        metrics.extend(
+            found
+                .into_iter()
+                .map(|m| m.label("test", test.as_str()).label("target", target)),
+        );
+    }
+    Ok(metrics)
+}
+
+/// dd's summary (stderr): bandwidth is the headline.
+fn dd_metrics(stderr: &str) -> Result<Vec<Metric>, String> {
+    let m = pipeline_parsers::dd::parse(stderr).map_err(|e| e.to_string())?;
+    Ok(m.metrics)
+}
+
+/// fio's totals (`job=all`, the label dropped: one job per test); the
+/// headline is the 4k random IOPS.
+fn fio_metrics(test: &str, stdout: &str) -> Result<Vec<Metric>, String> {
+    let m = pipeline_parsers::fio::parse_json(stdout).map_err(|e| e.to_string())?;
+    let headline = match test {
+        "fio-randread" => Some("read_iops"),
+        "fio-randwrite" => Some("write_iops"),
+        _ => None,
+    };
+    Ok(m.metrics
+        .into_iter()
+        .filter(|m| m.labels.get("job").map(String::as_str) == Some("all"))
+        .map(|mut m| {
+            m.labels.remove("job");
+            m.headline = Some(m.name.as_str()) == headline;
+            m
+        })
+        .collect())
+}
+
+fn remove(ctx: &mut StageContext, target: &str, path: &str) -> Result<(), StageError> {
+    let host = ctx.host.clone();
+    let spec = shell("rm -f -- \"$1\"", &[path]).timeout(Duration::from_secs(60));
+    let out = ctx
+        .run(&format!("remove-{}", slug(target)), &spec)
+        .map_err(|e| StageError::failed(format!("{path} is left behind: {e}")))?;
+    ensure_ok(&host, &spec, out).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: serde_json::Value) -> Params {
+        let mut p: Params = serde_json::from_value(json!({
+            "scratch_devices": [],
+            "size": 256u64 << 20,
+            "block_size": 1u64 << 20,
+            "runtime": 5,
+            "iodepth": 32,
+            "tests": TESTS,
+            "command_timeout": 600,
+        }))
+        .unwrap();
+        p.extend(serde_json::from_value::<Params>(v).unwrap());
+        p
+    }
+
+    #[test]
+    fn devices_must_be_marked_scratch() {
+        let problems = DiskBaseline.check(&params(json!({"targets": ["/dev/sdb", "/tmp/f"]})));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "targets");
+        assert!(
+            problems[0]
+                .1
+                .contains("`/dev/sdb` is a device path and is not listed in `scratch_devices`")
+        );
+        let ok = params(json!({"targets": ["/dev/sdb"], "scratch_devices": ["/dev/sdb"]}));
+        assert!(DiskBaseline.check(&ok).is_empty());
+        for bad in ["tmp/f", "/tmp/../dev/sda"] {
+            assert!(
+                !DiskBaseline
+                    .check(&params(json!({"targets": [bad]})))
+                    .is_empty(),
+                "{bad}"
+            );
+        }
+        assert!(
+            !DiskBaseline
+                .check(&params(json!({"targets": []})))
+                .is_empty()
+        );
+        assert!(
+            !DiskBaseline
+                .check(&params(json!({"targets": ["/tmp/f"], "block_size": 1000})))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn plan_marks_device_writes_destructive() {
+        let ceph = pipeline_engine::ceph::CephConnection::default();
+        let ctx = PlanContext {
+            instance_id: "d",
+            ceph: &ceph,
+        };
+        let p = params(json!({"targets": ["/dev/vdb", "/tmp/x"], "scratch_devices": ["/dev/vdb"]}));
+        let actions = DiskBaseline.plan(&p, &ctx);
+        let destructive: Vec<&str> = actions
+            .iter()
+            .filter(|a| a.destructive)
+            .map(|a| a.summary.as_str())
+            .collect();
+        assert_eq!(
+            destructive,
+            [
+                "/dev/vdb: dd-write",
+                "/dev/vdb: fio-randwrite",
+                "/dev/vdb: fio-seqwrite"
+            ]
+        );
+        let dd = actions
+            .iter()
+            .find(|a| a.summary == "/tmp/x: dd-write")
+            .unwrap();
+        assert_eq!(
+            dd.command.as_ref().unwrap().join(" "),
+            "dd if=/dev/zero of=FILE bs=1048576 count=256 oflag=direct conv=fdatasync"
+        );
+        let fio = actions
+            .iter()
+            .find(|a| a.summary == "/tmp/x: fio-randread")
+            .unwrap();
+        assert_eq!(
+            fio.command.as_ref().unwrap().join(" "),
+            "fio --output-format=json --name=fio-randread --filename=FILE --ioengine=libaio \
+             --direct=1 --rw=randread --bs=4k --iodepth=32 --size=268435456 --runtime=5 --time_based=1"
+        );
+    }
+
+    #[test]
+    fn tests_run_in_canonical_order() {
+        let s = Settings::from(&params(
+            json!({"targets": ["/tmp/x"], "tests": ["fio-randread", "dd-write"]}),
+        ));
+        assert_eq!(s.tests, ["dd-write", "fio-randread"]);
+        assert_eq!(
+            s.command("dd-read", "/f").env,
+            [("LC_ALL".to_string(), "C".to_string())]
+        );
+    }
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../parsers/tests/data")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn metrics_from_real_outputs() {
+        let dd = dd_metrics(&fixture("dd-coreutils-write-local.txt")).unwrap();
+        let bw = dd.iter().find(|m| m.name == "bandwidth").unwrap();
+        assert!(bw.headline && bw.value > 0.0 && bw.unit == "B/s");
+        let fio = fio_metrics("fio-randread", &fixture("fio-3.33-randread-local.json")).unwrap();
+        assert!(fio.iter().all(|m| !m.labels.contains_key("job")));
+        let heads: Vec<&str> = fio
+            .iter()
+            .filter(|m| m.headline)
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(heads, ["read_iops"]);
+        assert!(fio_metrics("fio-randread", &fixture("fio-3.33-job-error-local.json")).is_err());
+    }
+}

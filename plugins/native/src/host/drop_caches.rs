@@ -1,0 +1,153 @@
+//! `drop-caches`: `sync`, then drop the page cache, dentries and inodes
+//! (`echo 3 > /proc/sys/vm/drop_caches`) on each target host, so the next
+//! measurement starts cold.
+//!
+//! Needs root and a writable `/proc/sys` (not so in most containers). Where it
+//! is refused the stage fails and says why, or — with `if_not_permitted: skip`
+//! — is recorded as skipped with the reason. It never reports a drop that did
+//! not happen.
+
+use std::time::Duration;
+
+use pipeline_engine::context::StageContext;
+use pipeline_engine::exec::CommandSpec;
+use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_engine::stage::{
+    Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
+};
+use pipeline_model::{Direction, Metric, unit};
+use serde_json::json;
+
+use super::{command_error, shell};
+
+pub struct DropCaches;
+
+const LINE: &str = "sync && echo 3 > /proc/sys/vm/drop_caches";
+
+fn spec(params: &Params) -> CommandSpec {
+    shell(LINE, &[]).timeout(
+        params
+            .duration("command_timeout")
+            .unwrap_or(Duration::from_secs(600)),
+    )
+}
+
+/// The shell's message when the kernel refused the write (not root, or a
+/// read-only /proc/sys as in containers), e.g.
+/// `sh: 1: cannot create /proc/sys/vm/drop_caches: Permission denied`.
+fn refusal(stderr: &str) -> Option<&str> {
+    stderr.lines().map(str::trim).find(|l| {
+        l.contains("drop_caches")
+            && (l.contains("Permission denied")
+                || l.contains("Read-only file system")
+                || l.contains("Operation not permitted"))
+    })
+}
+
+impl Stage for DropCaches {
+    fn describe(&self) -> StageDescription {
+        StageDescription {
+            capabilities: Vec::new(),
+            per_host: true,
+            requires: vec!["sync".into()],
+            name: "drop-caches".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            summary: "sync, then drop the page cache on each host (echo 3 > /proc/sys/vm/drop_caches); needs root.".into(),
+            params: vec![
+                ParamSpec::with_default(
+                    "if_not_permitted",
+                    ParamType::enumeration(&["fail", "skip"]),
+                    json!("fail"),
+                    "Where dropping caches is refused (not root, read-only /proc/sys): fail the stage, or record it as skipped with the reason.",
+                ),
+                ParamSpec::with_default(
+                    "command_timeout",
+                    ParamType::Duration,
+                    json!(600),
+                    "Kill sync after this long (a host writing back gigabytes takes a while).",
+                ),
+            ],
+            outputs: Vec::new(),
+            metrics: vec![MetricSpec::new(
+                "duration",
+                unit::SECONDS,
+                "Time sync and the drop took on the host (for SSH hosts, with the connection's overhead).",
+            )],
+        }
+    }
+
+    fn plan(&self, params: &Params, _ctx: &PlanContext) -> Vec<Action> {
+        vec![Action::command(
+            "flush dirty pages, then drop the page cache, dentries and inodes",
+            spec(params).argv,
+        )]
+    }
+
+    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let host = ctx.host.clone();
+        let spec = spec(params);
+        let out = ctx.run("drop-caches", &spec)?;
+        if out.success() {
+            return Ok(StageOutput {
+                metrics: vec![Metric::new(
+                    "duration",
+                    out.elapsed.as_secs_f64(),
+                    unit::SECONDS,
+                    Direction::None,
+                )],
+                ..Default::default()
+            });
+        }
+        // (An SSH failure, which also says "Permission denied (publickey)",
+        // is an error of `ctx.run` and never gets here.)
+        let Some(line) = refusal(&out.stderr) else {
+            return Err(command_error(&host, &spec, &out));
+        };
+        // Per-host runs: the engine prefixes the host's name.
+        let reason = format!(
+            "dropping caches is not permitted ({line}); it needs root and a writable /proc/sys"
+        );
+        if params.str("if_not_permitted") == Some("skip") {
+            Ok(StageOutput {
+                skipped: Some(reason),
+                ..Default::default()
+            })
+        } else {
+            Err(StageError::failed(format!(
+                "{reason}; set `if_not_permitted: skip` to go on without it"
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_the_kernel_refusing() {
+        // dash as non-root, and with /proc/sys/vm bind-mounted read-only (measured here).
+        for stderr in [
+            "sh: 1: cannot create /proc/sys/vm/drop_caches: Permission denied\n",
+            "sh: 1: cannot create /proc/sys/vm/drop_caches: Read-only file system\n",
+            "bash: line 1: /proc/sys/vm/drop_caches: Permission denied\n",
+        ] {
+            assert!(refusal(stderr).is_some(), "{stderr}");
+        }
+        assert_eq!(
+            refusal("root@127.0.0.2: Permission denied (publickey).\n"),
+            None
+        );
+        assert_eq!(refusal("sync: error syncing '/': Input/output error"), None);
+    }
+
+    #[test]
+    fn describes_itself_as_per_host() {
+        let d = DropCaches.describe();
+        assert!(d.per_host);
+        assert_eq!(d.requires, ["sync"]);
+        let params: Params = serde_json::from_value(json!({"command_timeout": 60})).unwrap();
+        assert_eq!(spec(&params).argv, ["sh", "-c", LINE]);
+        assert_eq!(spec(&params).timeout, Some(Duration::from_secs(60)));
+    }
+}

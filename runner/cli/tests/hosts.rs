@@ -1,0 +1,416 @@
+//! Multi-host stages against real SSH: the harness (`common::sshd`) starts
+//! an OpenSSH server on 127.0.0.2 (node1) and 127.0.0.3 (node2). Every
+//! `tests/hosts/*.yaml` gets the harness's `inventory:` appended and runs
+//! with `pipeline run`; the shape of the outcome (exit code, stage statuses,
+//! metric names, errors, or the refusal on stderr when nothing ran) is
+//! compared with `.expect.json` (`UPDATE_EXPECT=1` rewrites it). Throughput
+//! figures are only checked to be positive.
+//!
+//! A `# harness: ...` line in a case asks for a broken setup:
+//! `key=wrong`, `known_hosts=empty`, `node3-down` (a node3 at 127.0.0.4,
+//! where nothing listens), `node2-missing=PROGRAM`,
+//! `node2-read-only-proc-sys`, `dir` (a fresh folder as `--set dir=...`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::sshd::{ADDRESSES, DOWN_ADDRESS, Options, Sshd};
+use serde_json::{Value, json};
+
+fn text(out: &std::process::Output) -> (Option<i32>, String, String) {
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// The harness itself: the key works on both addresses; a wrong key, an
+/// unknown host key and a host that is down fail with the messages the
+/// engine classifies.
+#[test]
+fn sshd_harness_accepts_the_key_and_refuses_the_rest() {
+    let sshd = Sshd::start();
+    for address in ADDRESSES {
+        let (code, stdout, stderr) = text(&sshd.ssh(address, "echo ok; id -u"));
+        assert_eq!(code, Some(0), "{address}: {stderr}\n{}", sshd.log_text());
+        assert_eq!(stdout, "ok\n0\n");
+    }
+    let wrong = sshd.ssh_with(&sshd.wrong_key, &sshd.known_hosts, ADDRESSES[0], "true");
+    let (code, _, stderr) = text(&wrong);
+    assert_eq!(code, Some(255));
+    assert!(
+        stderr.contains("root@127.0.0.2: Permission denied (publickey)."),
+        "{stderr}"
+    );
+    let unknown = sshd.ssh_with(&sshd.key, &sshd.empty_known_hosts, ADDRESSES[0], "true");
+    let (code, _, stderr) = text(&unknown);
+    assert_eq!(code, Some(255));
+    assert!(stderr.contains("Host key verification failed."), "{stderr}");
+    let (code, _, stderr) = text(&sshd.ssh(DOWN_ADDRESS, "true"));
+    assert_eq!(code, Some(255));
+    assert!(
+        stderr.contains(&format!(
+            "ssh: connect to host {DOWN_ADDRESS} port {}: Connection refused",
+            sshd.port
+        )),
+        "{stderr}"
+    );
+    let inventory = sshd.inventory_yaml();
+    assert!(inventory.starts_with("inventory:\n  ssh:\n    user: root\n"));
+    assert!(inventory.contains(&format!(
+        "  hosts:\n    node1: {{address: 127.0.0.2, port: {p}}}\n    node2: {{address: 127.0.0.3, port: {p}}}\n  groups:\n    osds: [node1, node2]\n    clients: [node2]\n",
+        p = sshd.port
+    )));
+}
+
+/// The harness's broken node2: a program missing from its PATH, and a
+/// read-only /proc/sys/vm, while node1 is untouched.
+#[test]
+fn sshd_harness_can_break_node2() {
+    let sshd = Sshd::start_with(Options {
+        node2_missing: vec!["fio".into()],
+        node2_read_only_proc_sys: true,
+    });
+    let probe = "command -v fio || echo no-fio; echo 3 > /proc/sys/vm/drop_caches && echo dropped";
+    let (code, stdout, stderr) = text(&sshd.ssh(ADDRESSES[0], probe));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "/usr/bin/fio\ndropped\n");
+    let (code, stdout, stderr) = text(&sshd.ssh(ADDRESSES[1], probe));
+    assert_eq!(code, Some(2), "{stdout}");
+    assert_eq!(stdout, "no-fio\n");
+    assert!(
+        stderr.contains("cannot create /proc/sys/vm/drop_caches: Read-only file system"),
+        "{stderr}"
+    );
+    // The read-only view is node2's sessions' own; this machine's is untouched.
+    assert!(
+        !std::fs::read_to_string("/proc/mounts")
+            .unwrap()
+            .contains("/proc/sys/vm")
+    );
+}
+
+/// What a case's `# harness:` lines ask for.
+#[derive(Default)]
+struct Setup {
+    options: Options,
+    wrong_key: bool,
+    empty_known_hosts: bool,
+    node3_down: bool,
+    dir: bool,
+}
+
+fn setup(yaml: &str) -> Setup {
+    let mut s = Setup::default();
+    for line in yaml.lines() {
+        let Some(words) = line.strip_prefix("# harness:") else {
+            continue;
+        };
+        for word in words.split_whitespace() {
+            match word.split_once('=') {
+                Some(("key", "wrong")) => s.wrong_key = true,
+                Some(("known_hosts", "empty")) => s.empty_known_hosts = true,
+                Some(("node2-missing", program)) => {
+                    s.options.node2_missing.push(program.to_string())
+                }
+                None if word == "node3-down" => s.node3_down = true,
+                None if word == "node2-read-only-proc-sys" => {
+                    s.options.node2_read_only_proc_sys = true
+                }
+                None if word == "dir" => s.dir = true,
+                _ => panic!("unknown harness directive `{word}`"),
+            }
+        }
+    }
+    s
+}
+
+/// Replaces what differs between runs: the port, the test's folders, run ids.
+fn normalize(text: &str, sshd: &Sshd, dirs: &[&Path]) -> String {
+    let mut t = text.to_string();
+    for d in dirs {
+        t = t.replace(d.to_str().unwrap(), "TMP");
+    }
+    t = t.replace(&format!(":{}", sshd.port), ":PORT");
+    without_run_ids(&t)
+}
+
+/// `20261130T100000Z` (a run id's timestamp) -> `RUNID`.
+fn without_run_ids(text: &str) -> String {
+    let shape = |w: &[u8]| {
+        w.len() == 16
+            && w[..8].iter().all(u8::is_ascii_digit)
+            && w[8] == b'T'
+            && w[9..15].iter().all(u8::is_ascii_digit)
+            && w[15] == b'Z'
+    };
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if i + 16 <= bytes.len() && shape(&bytes[i..i + 16]) {
+            out.push_str("RUNID");
+            i += 16;
+        } else {
+            let c = text[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+fn shape_of_stage(s: &Value) -> Value {
+    let mut names: Vec<&str> = s["metrics"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|m| m["name"].as_str()).collect())
+        .unwrap_or_default();
+    names.sort_unstable();
+    names.dedup();
+    json!({
+        "id": s["id"],
+        "status": s["status"],
+        "metrics": names,
+        "error": s["error"],
+        "skip_reason": s["skip_reason"],
+    })
+}
+
+/// Rates must be measurements: positive, on every host and the aggregate.
+fn assert_rates_positive(case: &str, results: &Value) {
+    for stage in results["stages"].as_array().unwrap() {
+        for m in stage["metrics"].as_array().unwrap() {
+            let unit = m["unit"].as_str().unwrap_or_default();
+            if unit.ends_with("/s") || unit == "IOPS" {
+                assert!(
+                    m["value"].as_f64().unwrap() > 0.0,
+                    "{case}: {} {m}",
+                    stage["id"]
+                );
+            }
+        }
+    }
+}
+
+/// Runs one case; returns its normalized shape.
+fn run_case(case: &Path) -> Value {
+    let name = case.file_stem().unwrap().to_string_lossy().to_string();
+    let yaml = std::fs::read_to_string(case).unwrap();
+    let want = setup(&yaml);
+    let sshd = Sshd::start_with(want.options.clone());
+    let dir = common::temp_dir(&format!("hosts-{name}"));
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let extra = if want.node3_down {
+        format!(
+            "    node3: {{address: {DOWN_ADDRESS}, port: {}}}\n",
+            sshd.port
+        )
+    } else {
+        String::new()
+    };
+    let key = if want.wrong_key {
+        &sshd.wrong_key
+    } else {
+        &sshd.key
+    };
+    let known_hosts = if want.empty_known_hosts {
+        &sshd.empty_known_hosts
+    } else {
+        &sshd.known_hosts
+    };
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &file,
+        format!(
+            "{yaml}\n{}",
+            sshd.inventory_yaml_with(key, known_hosts, &extra)
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let mut args = vec![
+        "run".to_string(),
+        file.display().to_string(),
+        "--out".into(),
+        run_dir.display().to_string(),
+    ];
+    if want.dir {
+        args.extend(["--set".into(), format!("dir={}", data.display())]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = common::pipeline(&args);
+    let (code, stdout, stderr) = text(&out);
+    let results: Option<Value> = std::fs::read_to_string(run_dir.join("results.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).unwrap());
+    let shape = match &results {
+        Some(r) => {
+            assert_rates_positive(&name, r);
+            json!({
+                "exit_code": code,
+                "status": r["status"],
+                "stages": r["stages"].as_array().unwrap().iter().map(shape_of_stage).collect::<Vec<_>>(),
+            })
+        }
+        // Refused before anything ran (validate, preflight): what it said.
+        None => json!({"exit_code": code, "stderr": stderr.lines().collect::<Vec<_>>()}),
+    };
+    let text = serde_json::to_string_pretty(&shape).unwrap();
+    let shape: Value = serde_json::from_str(&normalize(&text, &sshd, &[&dir])).unwrap();
+    if want.dir {
+        let left: Vec<PathBuf> = std::fs::read_dir(&data)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "{name}: files left behind: {left:?}");
+    }
+    assert!(
+        wait_until_gone(|| iperf3_servers().is_empty()),
+        "{name}: iperf3 servers left running: {:?}",
+        iperf3_servers()
+    );
+    assert!(
+        std::fs::read_dir("/tmp").unwrap().flatten().all(|e| !e
+            .file_name()
+            .to_string_lossy()
+            .starts_with("pipeline-iperf3-")),
+        "{name}: an iperf3 pid file is left in /tmp"
+    );
+    if shape["exit_code"] != json!(0) && results.is_some() && std::env::var_os("VERBOSE").is_some()
+    {
+        eprintln!("{name}:\n{stdout}\n{stderr}");
+    }
+    drop(sshd);
+    let _ = std::fs::remove_dir_all(&dir);
+    shape
+}
+
+/// Command lines of iperf3 servers started by a stage (their pid file is ours).
+fn iperf3_servers() -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.starts_with("iperf3 ") && c.contains("/tmp/pipeline-iperf3-"))
+        .collect()
+}
+
+/// Remote commands are ended by the `timeout` the engine wraps them in, a
+/// moment after the stage: give them up to 10 s.
+fn wait_until_gone(done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    done()
+}
+
+#[test]
+fn host_pipelines_have_the_expected_shape() {
+    let only = std::env::var("HOSTS_CASE").ok();
+    let mut failures = Vec::new();
+    for case in common::cases("tests/hosts", "yaml") {
+        if only
+            .as_deref()
+            .is_some_and(|o| !case.to_string_lossy().contains(o))
+        {
+            continue;
+        }
+        let shape = run_case(&case);
+        let text = serde_json::to_string_pretty(&shape).unwrap() + "\n";
+        if let Some(diff) = common::golden(&case.with_extension("expect.json"), &text) {
+            failures.push(diff);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `pipelines/multi-host.yaml`, the example suite, against the harness's
+/// hosts: key and known_hosts come from the environment it declares.
+#[test]
+fn multi_host_example_runs() {
+    let sshd = Sshd::start();
+    let dir = common::temp_dir("hosts-multi-host-example");
+    let mut file = common::root().join("pipelines/multi-host.yaml");
+    if sshd.port != common::sshd::PREFERRED_PORT {
+        // Another run holds 2222: the same suite on the port we got.
+        let text = std::fs::read_to_string(&file).unwrap().replace(
+            &format!("port: {}", common::sshd::PREFERRED_PORT),
+            &format!("port: {}", sshd.port),
+        );
+        file = dir.join("multi-host.yaml");
+        std::fs::write(&file, text).unwrap();
+    }
+    let run_dir = dir.join("run");
+    let out = common::pipeline_command(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--set",
+        "seconds=1",
+        "--set",
+        "disk_size=16M",
+    ])
+    .env("PIPELINE_TEST_SSH_KEY", &sshd.key)
+    .env("PIPELINE_TEST_KNOWN_HOSTS", &sshd.known_hosts)
+    .output()
+    .unwrap();
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    assert_rates_positive("multi-host", &r);
+    let stages = r["stages"].as_array().unwrap();
+    let statuses: Vec<(&str, &str)> = stages
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("drop-caches", "succeeded"),
+            ("disk", "succeeded"),
+            ("network", "succeeded")
+        ]
+    );
+    let has = |id: &str, name: &str, labels: &[(&str, &str)]| {
+        stages.iter().find(|s| s["id"] == id).unwrap()["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == name && labels.iter().all(|(k, v)| m["labels"][*k] == *v))
+    };
+    assert!(has(
+        "disk",
+        "bandwidth",
+        &[("host", "node1"), ("test", "dd-write")]
+    ));
+    assert!(has(
+        "disk",
+        "read_iops",
+        &[("host", "all"), ("test", "fio-randread")]
+    ));
+    assert!(has(
+        "network",
+        "bits_per_second",
+        &[
+            ("client", "node2"),
+            ("server", "node1"),
+            ("side", "receiver")
+        ]
+    ));
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(report.contains("bits_per_second"), "{report}");
+    drop(sshd);
+    let _ = std::fs::remove_dir_all(&dir);
+}
