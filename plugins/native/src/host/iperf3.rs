@@ -110,7 +110,9 @@ fn links(params: &Params, targets: &[Host]) -> Result<Vec<Link>, String> {
         return Ok(vec![Link {
             client: only.clone(),
             server: only.clone(),
-            bind: params.str("bind").map_or_else(|| default_bind(only), str::to_string),
+            bind: params
+                .str("bind")
+                .map_or_else(|| default_bind(only), str::to_string),
             port: port(0)?,
         }]);
     }
