@@ -93,3 +93,30 @@ fn set_overrides_and_unknown_variables() {
     );
     assert!(stderr.contains("did you mean `block_kib`?"), "{stderr}");
 }
+
+/// `tests/plan/*.yaml` paired with the exact `pipeline plan` output (`.stdout`).
+#[test]
+fn plans_match_golden_files() {
+    let mut failures = Vec::new();
+    for case in common::cases("tests/plan", "yaml") {
+        let rel = case
+            .strip_prefix(common::root())
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let out = common::pipeline(&["plan", &rel]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{rel}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if let Some(diff) = common::golden(
+            &case.with_extension("stdout"),
+            &String::from_utf8_lossy(&out.stdout),
+        ) {
+            failures.push(diff);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -409,6 +409,80 @@ pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, String> {
     Ok((hosts, groups))
 }
 
+/// Reads an Ansible YAML inventory (`all: {hosts: ..., children: {GROUP:
+/// {hosts: ..., vars: ..., children: ...}}}`). A group's members include its
+/// children's; group `vars` apply to its hosts.
+pub fn read_ansible_yaml(text: &str) -> Result<HostsAndGroups, String> {
+    use crate::config::{Node, NodeValue};
+    let root: Node = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    let mut hosts: BTreeMap<String, HostConfig> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+
+    fn entries(node: Option<&Node>) -> Vec<(String, Node)> {
+        match node.map(|n| &n.value) {
+            Some(NodeValue::Map(pairs)) => pairs
+                .iter()
+                .map(|(k, v)| (k.key_text(), v.clone()))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn field<'a>(node: &'a Node, key: &str) -> Option<&'a Node> {
+        node.as_map()?
+            .iter()
+            .find(|(k, _)| k.key_text() == key)
+            .map(|(_, v)| v)
+    }
+    fn scalar(node: &Node) -> String {
+        match &node.value {
+            NodeValue::String(s) => s.clone(),
+            _ => node.to_json().to_string(),
+        }
+    }
+    fn walk(
+        name: &str,
+        group: &Node,
+        inherited: &[(String, String)],
+        hosts: &mut BTreeMap<String, HostConfig>,
+        groups: &mut BTreeMap<String, Vec<String>>,
+    ) -> Result<Vec<String>, String> {
+        let mut vars = inherited.to_vec();
+        vars.extend(
+            entries(field(group, "vars"))
+                .into_iter()
+                .map(|(k, v)| (k, scalar(&v))),
+        );
+        let mut members = Vec::new();
+        for (host, settings) in entries(field(group, "hosts")) {
+            let h = hosts.entry(host.clone()).or_insert_with(|| HostConfig {
+                address: host.clone(),
+                ..Default::default()
+            });
+            for (k, v) in &vars {
+                apply_ansible_var(h, k, v)?;
+            }
+            for (k, v) in entries(Some(&settings)) {
+                apply_ansible_var(h, &k, &scalar(&v))?;
+            }
+            members.push(host);
+        }
+        for (child, node) in entries(field(group, "children")) {
+            members.extend(walk(&child, &node, &vars, hosts, groups)?);
+        }
+        groups
+            .entry(name.to_string())
+            .or_default()
+            .extend(members.clone());
+        Ok(members)
+    }
+    for (name, node) in entries(Some(&root)) {
+        walk(&name, &node, &[], &mut hosts, &mut groups)?;
+    }
+    groups.remove(ALL); // `all` is built in
+    groups.remove("ungrouped");
+    Ok((hosts, groups))
+}
+
 fn apply_ansible_var(host: &mut HostConfig, key: &str, value: &str) -> Result<(), String> {
     let value = value.trim_matches(['"', '\'']);
     match key {
@@ -467,6 +541,17 @@ mod tests {
         assert_eq!(hosts["osd2"].address, "osd2");
         assert_eq!(groups["ceph"], ["mon1", "osd1", "osd2"]);
         assert!(read_ansible_ini("[a]\nh1 ansible_port=x\n").is_err());
+    }
+
+    #[test]
+    fn reads_ansible_yaml() {
+        let yaml = "all:\n  children:\n    osds:\n      hosts:\n        osd1:\n          ansible_host: 10.0.0.2\n        osd2:\n      vars:\n        ansible_user: ceph\n    mons:\n      hosts:\n        mon1: {ansible_host: 10.0.0.1, ansible_port: 2222}\n";
+        let (hosts, groups) = read_ansible_yaml(yaml).unwrap();
+        assert_eq!(hosts["osd1"].address, "10.0.0.2");
+        assert_eq!(hosts["osd2"].user.as_deref(), Some("ceph"));
+        assert_eq!(hosts["mon1"].port, Some(2222));
+        assert_eq!(groups["osds"], ["osd1", "osd2"]);
+        assert!(!groups.contains_key("all"));
     }
 
     #[test]

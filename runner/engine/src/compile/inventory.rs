@@ -40,7 +40,15 @@ pub fn resolve_inventory(
             .path
             .parent()
             .map_or(PathBuf::from(&file), |d| d.join(&file));
-        match std::fs::read_to_string(&file).map_err(|e| e.to_string()).and_then(|t| hosts::read_ansible_ini(&t)) {
+        let is_yaml = file.extension().is_some_and(|e| e == "yml" || e == "yaml");
+        let read = |t: String| {
+            if is_yaml {
+                hosts::read_ansible_yaml(&t)
+            } else {
+                hosts::read_ansible_ini(&t)
+            }
+        };
+        match std::fs::read_to_string(&file).map_err(|e| e.to_string()).and_then(read) {
             Ok((h, g)) => {
                 configs.extend(h.into_iter().map(|(k, v)| (k, (v, path.loc))));
                 for (name, members) in g {
@@ -50,7 +58,7 @@ pub fn resolve_inventory(
             Err(e) => diags.push(
                 Diagnostic::error(format!("cannot read Ansible inventory {}: {e}", file.display()))
                     .at(source, path.loc)
-                    .with_help("an INI inventory: [group] sections of `name ansible_host=ADDR ansible_user=USER` lines"),
+                    .with_help("an Ansible inventory: INI (`[group]` sections of `name ansible_host=ADDR` lines) or YAML (.yml/.yaml)"),
             ),
         }
     }
