@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+plugins/guests/build.sh --rust   # the ceph-df WASM plugin full-baseline uses
 cargo build --release --bin pipeline
 pipeline=./target/release/pipeline
 

@@ -19,3 +19,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust 1.95+ (rustup)" >&2; exit 1; }
+
+# WASM plugins: the Rust guest target and the Python component builder.
+rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+command -v componentize-py >/dev/null || python3 -m pip install --quiet componentize-py==0.25.1

@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+# The example WASM plugins, from source, into plugins/wasm/ (tests and full-baseline use them).
+plugins/guests/build.sh
+cargo fmt --manifest-path plugins/guests/Cargo.toml --all -- --check
+cargo clippy --manifest-path plugins/guests/Cargo.toml --release --target wasm32-wasip2 --workspace -- -D warnings
 cargo build --workspace --all-targets
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

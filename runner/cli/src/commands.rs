@@ -12,7 +12,12 @@ use pipeline_engine::runner::{self, RunOptions};
 /// Every stage a pipeline can use: the native ones, and (through a loader)
 /// plugin files.
 pub fn registry() -> pipeline_engine::registry::Registry {
-    pipeline_native::registry()
+    let mut r = pipeline_native::registry();
+    // WASM plugins share the namespace: native names win, and no plugin may take one.
+    // Creating the loader is free; the wasm engine starts only when a plugin loads.
+    let loader = pipeline_wasm::WasmLoader::new().with_reserved_names(r.names());
+    r.set_loader(std::sync::Arc::new(loader));
+    r
 }
 
 pub const EXIT_OK: u8 = 0;
@@ -197,13 +202,44 @@ pub fn report(run_dir: &Path) -> u8 {
     }
 }
 
+/// Native stages, then WASM plugins found on the plugin path.
+fn all_plugins(
+    registry: &pipeline_engine::registry::Registry,
+) -> Vec<pipeline_engine::registry::RegisteredStage> {
+    let mut all: Vec<_> = registry.iter().cloned().collect();
+    if let Some(loader) = registry.loader() {
+        for p in loader.discover() {
+            if !all.iter().any(|n| n.description.name == p.description.name) {
+                all.push(p);
+            }
+        }
+    }
+    all
+}
+
 pub fn plugins_list() -> u8 {
     let registry = registry();
-    let width = registry.names().map(str::len).max().unwrap_or(0);
-    for p in registry.iter() {
+    let all = all_plugins(&registry);
+    let width = all
+        .iter()
+        .map(|p| p.description.name.len())
+        .max()
+        .unwrap_or(0);
+    for p in &all {
+        let (kind, from) = if p.origin == "native" {
+            ("native", String::new())
+        } else {
+            let asks = &p.description.capabilities;
+            let asks = if asks.is_empty() {
+                String::new()
+            } else {
+                format!("; asks for {}", asks.join(", "))
+            };
+            ("wasm", format!(" ({}{asks})", p.origin))
+        };
         println!(
-            "{:width$}  {:8}  {}",
-            p.description.name, p.origin, p.description.summary
+            "{:width$}  {kind:6}  {}{from}",
+            p.description.name, p.description.summary
         );
     }
     EXIT_OK
@@ -211,21 +247,65 @@ pub fn plugins_list() -> u8 {
 
 pub fn plugins_describe(name: &str) -> u8 {
     let registry = registry();
-    let Some(p) = registry.get(name) else {
-        let d = Diagnostic::error(format!("unknown plugin `{name}`"))
-            .with_help_opt(pipeline_engine::diagnostic::did_you_mean(
-                name,
-                registry.names(),
-            ))
-            .with_help_opt(Some(format!(
-                "available: {}",
-                registry.names().collect::<Vec<_>>().join(", ")
-            )));
-        print_diagnostics(&d.into());
-        return EXIT_INVALID;
+    let found = registry.get(name).cloned().map(Ok).or_else(|| {
+        // A WASM plugin by name on the plugin path, or by file path.
+        let cwd = Path::new(".");
+        registry.resolve(name, cwd, None).transpose()
+    });
+    let p = match found {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            print_diagnostics(
+                &Diagnostic::error(format!("cannot load plugin `{name}`: {e}")).into(),
+            );
+            return EXIT_INVALID;
+        }
+        None => {
+            let all = all_plugins(&registry);
+            let names = || all.iter().map(|p| p.description.name.as_str());
+            let d = Diagnostic::error(format!("unknown plugin `{name}`"))
+                .with_help_opt(pipeline_engine::diagnostic::did_you_mean(name, names()))
+                .with_help_opt(Some(format!(
+                    "available: {}",
+                    names().collect::<Vec<_>>().join(", ")
+                )));
+            print_diagnostics(&d.into());
+            return EXIT_INVALID;
+        }
     };
+    if p.origin != "native" {
+        let d = &p.description;
+        println!(
+            "{} {} (WebAssembly plugin: {})",
+            d.name, d.version, p.origin
+        );
+        println!("  {}\n", d.summary);
+        if let Ok(bytes) = std::fs::read(&p.origin) {
+            println!(
+                "sha256: {}  (pin it with `sha256:`)",
+                pipeline_wasm::cache::sha256_hex(&bytes)
+            );
+        }
+        println!(
+            "capabilities: {}\n",
+            if d.capabilities.is_empty() {
+                "none".to_string()
+            } else {
+                format!(
+                    "{} (used only where a pipeline grants them: `grants: {{exec: [...], files: work, http: [...]}}`)",
+                    d.capabilities.join(", ")
+                )
+            }
+        );
+        return describe_body(&p);
+    }
     let d = &p.description;
     println!("{} {} ({})\n  {}\n", d.name, d.version, p.origin, d.summary);
+    describe_body(&p)
+}
+
+fn describe_body(p: &pipeline_engine::registry::RegisteredStage) -> u8 {
+    let d = &p.description;
     println!("parameters:");
     for s in &d.params {
         let req = if s.required { "required" } else { "optional" };
@@ -255,6 +335,29 @@ pub fn plugins_describe(name: &str) -> u8 {
         }
     }
     EXIT_OK
+}
+
+pub fn plugins_new(name: &str, dir: Option<&Path>) -> u8 {
+    let native: Vec<String> = pipeline_native::registry()
+        .names()
+        .map(str::to_string)
+        .collect();
+    match crate::plugin_scaffold::create(name, dir, &native) {
+        Ok(root) => {
+            println!("created {}", root.display());
+            println!(
+                "  cd {} && cargo build --release --target wasm32-wasip2",
+                root.display()
+            );
+            println!("  pipeline run pipeline.yaml");
+            println!("(needs the target once: rustup target add wasm32-wasip2)");
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
 }
 
 pub fn schema(results: bool) -> u8 {

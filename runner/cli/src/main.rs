@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 the run failed, 2 invalid input, 130 interrupted.
 
 mod commands;
+mod plugin_scaffold;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,8 +79,17 @@ enum Command {
 
 #[derive(Subcommand)]
 enum PluginsCommand {
+    /// Native stages and WASM plugins on the plugin path, with where each comes from.
     List,
+    /// Parameters, outputs, metrics (and for a WASM plugin: file, sha256, capabilities).
     Describe { name: String },
+    /// Create a WASM plugin crate (Rust) with a test pipeline.
+    New {
+        name: String,
+        /// Folder to create it in (default: the current folder).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -136,6 +146,9 @@ fn main() -> ExitCode {
         Command::Plugins {
             command: PluginsCommand::Describe { name },
         } => commands::plugins_describe(&name),
+        Command::Plugins {
+            command: PluginsCommand::New { name, dir },
+        } => commands::plugins_new(&name, dir.as_deref()),
         Command::Schema { results } => commands::schema(results),
         Command::Parse { format, file } => commands::parse(&format, &file),
         Command::Sandbox { command } => match command {

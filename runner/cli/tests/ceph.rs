@@ -136,6 +136,7 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
         ("rbd-bench[io_type=read]", "bandwidth", "B/s"),
         ("fio-rbd[rw=randwrite]", "write_iops", "IOPS"),
         ("fio-rbd[rw=randread]", "read_clat_p99", "us"),
+        ("capacity", "raw_total", "B"),
     ] {
         let s = stage(&r, id);
         assert_eq!(s["status"], "succeeded", "{s:#}");

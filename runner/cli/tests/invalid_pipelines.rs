@@ -104,7 +104,11 @@ fn plans_match_golden_files() {
             .unwrap()
             .to_string_lossy()
             .to_string();
-        let out = common::pipeline(&["plan", &rel]);
+        // The cluster line shows $CEPH_CONF when set (scripts/test.sh sets it).
+        let out = common::pipeline_command(&["plan", &rel])
+            .env_remove("CEPH_CONF")
+            .output()
+            .unwrap();
         assert_eq!(
             out.status.code(),
             Some(0),

@@ -89,6 +89,7 @@ pub fn compile(
         env: &env,
         inventory: &inventory,
         all_stages: config.stages.iter().chain(&config.cleanup).collect(),
+        stage_outputs: stage_outputs(source, config, registry),
     };
     let main = stages::compile_stages(&scope, &config.stages, 0, &mut diags);
     let cleanup = stages::compile_stages(&scope, &config.cleanup, config.stages.len(), &mut diags);
@@ -140,6 +141,34 @@ pub fn compile(
         cleanup,
         report: config.report.clone(),
     })
+}
+
+/// Output names of every stage whose plugin resolves (native stages and plugin
+/// files alike), so templates can be checked against them.
+fn stage_outputs(
+    source: &Arc<Source>,
+    config: &PipelineConfig,
+    registry: &Registry,
+) -> BTreeMap<String, Vec<String>> {
+    let base_dir = source.path.parent().unwrap_or(Path::new("."));
+    config
+        .stages
+        .iter()
+        .chain(&config.cleanup)
+        .filter_map(|s| {
+            let sha = s.sha256.as_ref().map(|h| h.value.as_str());
+            let plugin = registry.resolve(&s.uses, base_dir, sha).ok().flatten()?;
+            Some((
+                s.id.value.clone(),
+                plugin
+                    .description
+                    .outputs
+                    .iter()
+                    .map(|o| o.name.clone())
+                    .collect(),
+            ))
+        })
+        .collect()
 }
 
 fn check_name(config: &PipelineConfig, diags: &mut Diagnostics, source: &Arc<Source>) {

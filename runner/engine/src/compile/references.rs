@@ -8,7 +8,6 @@ use serde_json::{Map, Value};
 
 use crate::config::{Node, NodeValue, StageConfig};
 use crate::diagnostic::did_you_mean;
-use crate::registry::Registry;
 use crate::template;
 
 pub const RUN_FIELDS: &[&str] = &["id", "dir", "name"];
@@ -23,7 +22,8 @@ pub struct NameScope<'a> {
     pub earlier: Vec<(&'a str, &'a str)>,
     /// All stage ids, to tell "later" from "missing".
     pub all: Vec<&'a str>,
-    pub registry: &'a Registry,
+    /// Output names of each stage whose plugin could be resolved (native or file).
+    pub outputs: &'a BTreeMap<String, Vec<String>>,
 }
 
 /// Checks one template or expression; returns (message, help) problems.
@@ -120,17 +120,8 @@ fn check_stage_ref(parts: &[&str], scope: &NameScope) -> Option<(String, Option<
         None | Some("status") => None,
         Some("outputs") => {
             let key = parts.get(3).copied()?;
-            let outputs: Vec<String> = scope
-                .registry
-                .get(plugin)
-                .map(|r| {
-                    r.description
-                        .outputs
-                        .iter()
-                        .map(|o| o.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
+            // An unresolved plugin is reported where it is named; no second error here.
+            let outputs = scope.outputs.get(id)?;
             (!outputs.iter().any(|o| o == key)).then(|| {
                 (
                     format!("stage `{id}` ({plugin}) has no output `{key}`"),

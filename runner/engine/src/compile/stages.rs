@@ -23,6 +23,8 @@ pub struct Scope<'a> {
     pub inventory: &'a crate::hosts::Inventory,
     /// Main stages then cleanup stages, in file order.
     pub all_stages: Vec<&'a StageConfig>,
+    /// Output names by stage id, for stages whose plugin resolves.
+    pub stage_outputs: BTreeMap<String, Vec<String>>,
 }
 
 impl Scope<'_> {
@@ -103,7 +105,7 @@ fn compile_stage(
             .map(|s| (s.id.as_str(), s.uses.as_str()))
             .collect(),
         all: scope.all_stages.iter().map(|s| s.id.as_str()).collect(),
-        registry: scope.registry,
+        outputs: &scope.stage_outputs,
     };
     check_templates(scope, stage, &with, &name_scope, diags);
     if let Some(plugin) = &plugin {

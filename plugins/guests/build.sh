@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the example plugins from source into plugins/wasm/ (where pipelines
+# find them by name): the Rust guests with cargo for wasm32-wasip2, the
+# Python one with componentize-py. Needs: `rustup target add wasm32-wasip2`,
+# `pip install componentize-py==0.25.1`.
+#
+#   plugins/guests/build.sh            # everything
+#   plugins/guests/build.sh --rust     # Rust guests only
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="$here/../wasm"
+mkdir -p "$out"
+
+cargo build --manifest-path "$here/Cargo.toml" --release --target wasm32-wasip2 --workspace
+for crate in ceph-df; do
+  cp "$here/target/wasm32-wasip2/release/${crate//-/_}.wasm" "$out/$crate.wasm"
+done
+cp "$here/target/wasm32-wasip2/release/testkit.wasm" "$here/target/testkit.wasm"
+
+if [ "${1:-}" != "--rust" ]; then
+  command -v componentize-py >/dev/null || { echo "error: componentize-py not found (pip install componentize-py==0.25.1)" >&2; exit 1; }
+  py="$here/python-osd-perf"
+  (cd "$py" && componentize-py -d "$here/../wit/pipeline-stage@0.1.0" -w stage componentize app -o "$out/osd-perf.wasm")
+fi
+ls -l "$out"

@@ -1,0 +1,130 @@
+//! `ceph-df`: runs `ceph <cluster args> df -f json` through the runner and
+//! turns it into capacity metrics: raw usage of the cluster and, per pool,
+//! stored bytes, objects, % used and what can still be written.
+
+use pipeline_plugin_sdk::*;
+use serde_json::Value as Json;
+
+struct CephDf;
+
+impl Plugin for CephDf {
+    fn describe() -> Description {
+        Description::new(
+            "ceph-df",
+            "0.1.0",
+            "Cluster and per-pool capacity utilization from `ceph df`",
+        )
+        .param(ParamSpec::optional(
+            "pools",
+            ParamType::list_of(ScalarType::Text),
+            "only these pools (default: every pool)",
+        ))
+        .param(ParamSpec::with_default(
+            "max_raw_used_percent",
+            ParamType::number(),
+            Value::Number(100.0),
+            "fail the stage when the cluster's raw usage is above this (guards benchmarks on a full cluster)",
+        ))
+        .output("raw_used_percent", "raw capacity used, in percent")
+        .metric("raw_used_percent", "%", "raw capacity used")
+        .metric("raw_total", "B", "raw capacity")
+        .metric("raw_avail", "B", "raw capacity available")
+        .metric("pool_stored", "B", "bytes stored in a pool (label pool)")
+        .metric("pool_objects", "count", "objects in a pool")
+        .metric("pool_used_percent", "%", "share of the pool's possible capacity in use")
+        .metric("pool_max_avail", "B", "bytes that can still be written to the pool")
+        .capability(Capability::Exec)
+    }
+
+    fn plan(_params: &Params, cluster: &Cluster) -> Vec<Action> {
+        let mut argv = vec!["ceph".to_string()];
+        argv.extend(cluster.cli_args.iter().cloned());
+        argv.extend(["df".into(), "-f".into(), "json".into()]);
+        vec![Action {
+            summary: "cluster capacity".into(),
+            command: Some(argv),
+            destructive: false,
+        }]
+    }
+
+    fn run(params: &Params, host: &Host) -> Result<Output, Error> {
+        host.progress("ceph df");
+        let text = host.ceph_tool("ceph", &["df", "-f", "json"])?;
+        let df: Json = serde_json::from_str(&text)
+            .map_err(|e| Error::failed(format!("`ceph df -f json` printed invalid JSON: {e}")))?;
+        let wanted = params.strings("pools");
+        let mut out = parse(&df, &wanted)?;
+        let used = out.1;
+        let limit = params.f64("max_raw_used_percent").unwrap_or(100.0);
+        if used > limit {
+            return Err(Error::failed(format!(
+                "the cluster's raw usage is {used:.1}%, above max_raw_used_percent={limit}"
+            )));
+        }
+        out.0 = out.0.output("raw_used_percent", Value::Number(used));
+        host.info(&format!("raw usage {used:.4}%"));
+        Ok(out.0)
+    }
+}
+
+/// Metrics of a `ceph df -f json` document, and the raw usage in percent.
+fn parse(df: &Json, wanted: &[String]) -> Result<(Output, f64), Error> {
+    let num = |v: &Json, key: &str| v.get(key).and_then(Json::as_f64);
+    let stats = df
+        .get("stats")
+        .ok_or_else(|| Error::failed("`ceph df` output has no `stats`"))?;
+    let total = num(stats, "total_bytes").unwrap_or(0.0);
+    let avail = num(stats, "total_avail_bytes").unwrap_or(0.0);
+    let used_ratio = num(stats, "total_used_raw_ratio").unwrap_or(0.0);
+    let used = used_ratio * 100.0;
+    let mut out = Output::new()
+        .metric(Metric::new("raw_used_percent", used, "%", Direction::Neutral).headline())
+        .metric(Metric::new("raw_total", total, "B", Direction::Neutral))
+        .metric(Metric::new("raw_avail", avail, "B", Direction::Neutral));
+    let pools = df
+        .get("pools")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for pool in &pools {
+        let name = pool.get("name").and_then(Json::as_str).unwrap_or("?");
+        if !wanted.is_empty() && !wanted.iter().any(|w| w == name) {
+            continue;
+        }
+        let Some(s) = pool.get("stats") else { continue };
+        let metric = |m: &str, v: f64, unit: &str| {
+            Metric::new(m, v, unit, Direction::Neutral).label("pool", name)
+        };
+        out.push_metric(metric("pool_stored", num(s, "stored").unwrap_or(0.0), "B"));
+        out.push_metric(metric(
+            "pool_objects",
+            num(s, "objects").unwrap_or(0.0),
+            "count",
+        ));
+        // Ceph reports a ratio (0..1) under the name percent_used.
+        out.push_metric(metric(
+            "pool_used_percent",
+            num(s, "percent_used").unwrap_or(0.0) * 100.0,
+            "%",
+        ));
+        out.push_metric(metric(
+            "pool_max_avail",
+            num(s, "max_avail").unwrap_or(0.0),
+            "B",
+        ));
+    }
+    for w in wanted {
+        if !pools
+            .iter()
+            .any(|p| p.get("name").and_then(Json::as_str) == Some(w))
+        {
+            return Err(Error::invalid_param(
+                "pools",
+                &format!("no pool `{w}` in `ceph df`"),
+            ));
+        }
+    }
+    Ok((out, used))
+}
+
+export_plugin!(CephDf);

@@ -1,0 +1,202 @@
+//! `pipeline plugins new NAME`: a plugin crate that builds with
+//! `cargo build --release --target wasm32-wasip2` and runs in the test
+//! pipeline it comes with, right away.
+//!
+//! The SDK and the WIT interface are copied into the new crate (`sdk/`), so
+//! it builds anywhere, without this repository next to it.
+
+use std::path::{Path, PathBuf};
+
+const SDK_CARGO: &str = include_str!("../../../plugins/guests/sdk/Cargo.toml");
+const SDK_LIB: &str = include_str!("../../../plugins/guests/sdk/src/lib.rs");
+const WIT: &str = include_str!("../../../plugins/wit/pipeline-stage@0.1.0/stage.wit");
+
+fn cargo_toml(name: &str) -> String {
+    format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+pipeline-plugin-sdk = {{ path = "sdk" }}
+
+[profile.release]
+opt-level = "s"
+lto = true
+strip = true
+panic = "abort"
+
+# A crate of its own, even when created inside another workspace.
+[workspace]
+"#
+    )
+}
+
+fn lib_rs(name: &str) -> String {
+    format!(
+        r#"//! `{name}`: a pipeline stage plugin. Edit `describe` and `run`, then
+//! `cargo build --release --target wasm32-wasip2` and `pipeline run pipeline.yaml`.
+
+use pipeline_plugin_sdk::*;
+
+struct Stage;
+
+impl Plugin for Stage {{
+    fn describe() -> Description {{
+        Description::new("{name}", "0.1.0", "What {name} measures, in one line")
+            .param(ParamSpec::with_default(
+                "message",
+                ParamType::text(),
+                Value::Text("hello".into()),
+                "what to echo",
+            ))
+            .metric("words", "count", "words the command printed")
+            // Running programs needs this AND `grants: {{exec: [echo]}}` in the pipeline.
+            .capability(Capability::Exec)
+    }}
+
+    fn run(params: &Params, host: &Host) -> Result<Output, Error> {{
+        let message = params.str("message").unwrap_or("hello");
+        // Runs through the runner, like a native stage's commands: output
+        // saved in the run folder, the stage's timeout, Ctrl-C.
+        let out = host.exec(&["echo", message])?;
+        let words = out.stdout.split_whitespace().count();
+        host.info(&format!("echo printed {{words}} word(s)"));
+        Ok(Output::new()
+            .metric(Metric::new("words", words as f64, "count", Direction::Neutral).headline()))
+    }}
+}}
+
+export_plugin!(Stage);
+"#
+    )
+}
+
+fn pipeline_yaml(name: &str) -> String {
+    let file = name.replace('-', "_");
+    format!(
+        r#"# Try the plugin:
+#   cargo build --release --target wasm32-wasip2 && pipeline run pipeline.yaml
+name: {name}-try
+stages:
+  - id: try
+    uses: ./target/wasm32-wasip2/release/{file}.wasm
+    grants: {{exec: [echo]}}
+    with:
+      message: hello from {name}
+"#
+    )
+}
+
+fn readme(name: &str) -> String {
+    let file = name.replace('-', "_");
+    format!(
+        r#"# {name}
+
+A stage plugin for the `pipeline` runner (a WebAssembly component,
+interface `pipeline:stage@0.1.0`).
+
+```sh
+rustup target add wasm32-wasip2          # once
+cargo build --release --target wasm32-wasip2
+pipeline run pipeline.yaml               # the test pipeline
+pipeline plugins describe ./target/wasm32-wasip2/release/{file}.wasm
+```
+
+Share it: copy `target/wasm32-wasip2/release/{file}.wasm` to
+`plugins/wasm/{name}.wasm` in a suite's project (then `uses: {name}`), or to
+`~/.local/share/pipeline/plugins/`. Pin it in a pipeline with
+`sha256: <sha256sum of the file>`.
+
+`sdk/` is a copy of the Rust SDK and `sdk/wit/` of the interface.
+"#
+    )
+}
+
+/// Whether `name` can name a plugin (and a crate).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && name.len() <= 64;
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid plugin name `{name}`: use lower-case letters, digits, `-` and `_`, starting with a letter"
+        ))
+    }
+}
+
+/// Creates `DIR/NAME/` (DIR defaults to the current folder). Returns the crate folder.
+pub fn create(name: &str, dir: Option<&Path>, reserved: &[String]) -> Result<PathBuf, String> {
+    check_name(name)?;
+    if reserved.iter().any(|r| r == name) {
+        return Err(format!(
+            "`{name}` is the name of a native stage; choose another name"
+        ));
+    }
+    let root = dir.unwrap_or(Path::new(".")).join(name);
+    if root.exists() {
+        return Err(format!("{} already exists", root.display()));
+    }
+    let files: [(&str, String); 8] = [
+        ("Cargo.toml", cargo_toml(name)),
+        ("src/lib.rs", lib_rs(name)),
+        ("pipeline.yaml", pipeline_yaml(name)),
+        ("README.md", readme(name)),
+        (".gitignore", "target/\n".to_string()),
+        ("sdk/Cargo.toml", SDK_CARGO.to_string()),
+        ("sdk/src/lib.rs", SDK_LIB.to_string()),
+        ("sdk/wit/pipeline-stage@0.1.0/stage.wit", WIT.to_string()),
+    ];
+    for (rel, text) in files {
+        let path = root.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(check_name("ceph-df").is_ok());
+        assert!(check_name("Ceph").is_err());
+        assert!(check_name("1x").is_err());
+        assert!(check_name("a/b").is_err());
+    }
+
+    #[test]
+    fn creates_a_crate_and_refuses_to_overwrite() {
+        let dir = std::env::temp_dir().join(format!("pipeline-scaffold-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = create("my-stage", Some(&dir), &[]).unwrap();
+        let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("Description::new(\"my-stage\""));
+        let yaml = std::fs::read_to_string(root.join("pipeline.yaml")).unwrap();
+        assert!(yaml.contains("uses: ./target/wasm32-wasip2/release/my_stage.wasm"));
+        assert!(
+            root.join("sdk/wit/pipeline-stage@0.1.0/stage.wit")
+                .is_file()
+        );
+        assert!(
+            create("my-stage", Some(&dir), &[])
+                .unwrap_err()
+                .contains("already exists")
+        );
+        assert!(create("exec", Some(&dir), &["exec".into()]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,115 @@
+//! One module per released interface version; [`Bindings`] dispatches to the
+//! one a component was built against. Adding `pipeline:stage@0.2.0` means a
+//! new `v0_2_0.rs` next to `v0_1_0.rs` and a new variant here: plugins built
+//! against 0.1.0 keep running through their own bindings.
+
+pub mod v0_1_0;
+
+use std::collections::BTreeMap;
+
+use pipeline_engine::ceph::CephConnection;
+use pipeline_engine::params::{ParamSpec, Params};
+use pipeline_engine::stage::{Action, StageDescription, StageError, StageOutput};
+use wasmtime::component::Component;
+use wasmtime::{Engine, Store};
+
+use crate::host::HostState;
+
+/// The export every plugin has, whatever its version: `pipeline:stage/plugin@X.Y.Z`.
+pub const PLUGIN_EXPORT: &str = "pipeline:stage/plugin@";
+
+/// What `run` returns besides errors: the stage output and the artifacts to save.
+pub struct RunOutput {
+    pub output: StageOutput,
+    pub artifacts: Vec<(String, Vec<u8>)>,
+}
+
+/// A linked plugin of some interface version.
+pub enum Bindings {
+    V0_1_0(v0_1_0::Plugin),
+}
+
+/// The interface version a component targets (from its export names), or
+/// the list of its exports when it has no plugin export.
+pub fn interface_version(engine: &Engine, component: &Component) -> Result<String, String> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    exports
+        .iter()
+        .find_map(|n| n.strip_prefix(PLUGIN_EXPORT).map(str::to_string))
+        .ok_or_else(|| {
+            if exports.is_empty() {
+                "none".to_string()
+            } else {
+                exports.join(", ")
+            }
+        })
+}
+
+impl Bindings {
+    /// Links `component` for interface `version`; `Ok(None)` for an unknown version.
+    pub fn link(
+        engine: &Engine,
+        component: &Component,
+        version: &str,
+    ) -> wasmtime::Result<Option<Self>> {
+        Ok(match version {
+            "0.1.0" => Some(Bindings::V0_1_0(v0_1_0::Plugin::link(engine, component)?)),
+            _ => None,
+        })
+    }
+
+    pub fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<StageDescription> {
+        match self {
+            Bindings::V0_1_0(p) => p.describe(store),
+        }
+    }
+
+    pub fn check(
+        &self,
+        store: &mut Store<HostState>,
+        specs: &[ParamSpec],
+        params: &Params,
+    ) -> wasmtime::Result<Vec<(String, String)>> {
+        match self {
+            Bindings::V0_1_0(p) => p.check(store, specs, params),
+        }
+    }
+
+    pub fn plan(
+        &self,
+        store: &mut Store<HostState>,
+        specs: &[ParamSpec],
+        params: &Params,
+        ceph: &CephConnection,
+    ) -> wasmtime::Result<Vec<Action>> {
+        match self {
+            Bindings::V0_1_0(p) => p.plan(store, specs, params, ceph),
+        }
+    }
+
+    pub fn run(
+        &self,
+        store: &mut Store<HostState>,
+        specs: &[ParamSpec],
+        params: &Params,
+    ) -> wasmtime::Result<Result<RunOutput, StageError>> {
+        match self {
+            Bindings::V0_1_0(p) => p.run(store, specs, params),
+        }
+    }
+}
+
+/// Entries (`name`, JSON) into a map, refusing duplicates.
+pub(crate) fn entries_map(
+    what: &str,
+    entries: Vec<(String, serde_json::Value)>,
+) -> Result<BTreeMap<String, serde_json::Value>, String> {
+    let mut map = BTreeMap::new();
+    for (name, value) in entries {
+        if map.insert(name.clone(), value).is_some() {
+            return Err(format!("{what} `{name}` is given twice"));
+        }
+    }
+    Ok(map)
+}
