@@ -25,4 +25,16 @@ trap './target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"' EXIT
 eval "$(./target/debug/pipeline sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
 
 # Ceph tests share one cluster: they take a lock among themselves, the rest run in parallel.
-cargo test --workspace --no-fail-fast
+log="$(mktemp)"
+set +e
+cargo test --workspace --no-fail-fast 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+
+./target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"
+trap - EXIT
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+rm -f "$log"
+exit "$status"

@@ -442,7 +442,7 @@ pub fn sandbox_up(
 pub fn sandbox_down(dir: Option<PathBuf>) -> u8 {
     match pipeline_sandbox::down(&sandbox_dir(dir), false) {
         Ok(report) => {
-            print!("{report}");
+            println!("{}", report.to_string().trim_end());
             EXIT_OK
         }
         Err(e) => {
