@@ -13,7 +13,7 @@ use crate::diagnostic::Source;
 use crate::params::{self, Params};
 use crate::registry::RegisteredStage;
 use crate::secrets::Redactor;
-use crate::stage::{Action, PlanContext};
+use crate::stage::PlanContext;
 use crate::template;
 
 pub struct Plan {
@@ -257,22 +257,5 @@ impl Plan {
             destructive
         );
         out
-    }
-
-    /// Every action, for tests and tooling.
-    pub fn actions(&self, s: &PlannedStage) -> Vec<Action> {
-        let env = template::environment();
-        let run = serde_json::json!({"id": "<run id>", "dir": "<run dir>", "name": self.name});
-        let ctx = self.template_context(&run, &s.matrix, &self.placeholder_stages());
-        match s.resolve_params(&env, &ctx) {
-            Ok(params) => s.plugin.stage.plan(
-                &params,
-                &PlanContext {
-                    instance_id: &s.instance_id,
-                    ceph: &self.ceph,
-                },
-            ),
-            Err(_) => Vec::new(),
-        }
     }
 }

@@ -187,12 +187,3 @@ fn check_name(config: &PipelineConfig, diags: &mut Diagnostics, source: &Arc<Sou
         );
     }
 }
-
-/// Checks for `pipeline validate`, which needs no run.
-pub fn validate_file(
-    path: &Path,
-    registry: &Registry,
-    options: &CompileOptions,
-) -> Result<(), Diagnostics> {
-    compile_file(path, registry, options).map(|_| ())
-}

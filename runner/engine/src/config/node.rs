@@ -101,34 +101,6 @@ impl Node {
             ),
         }
     }
-
-    /// A node without a place in a file (from `--set` or a default).
-    pub fn from_json(value: &serde_json::Value, loc: Loc) -> Node {
-        use serde_json::Value;
-        let value = match value {
-            Value::Null => NodeValue::Null,
-            Value::Bool(b) => NodeValue::Bool(*b),
-            Value::Number(n) => match n.as_i64() {
-                Some(i) => NodeValue::Int(i),
-                None => NodeValue::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            Value::String(s) => NodeValue::String(s.clone()),
-            Value::Array(items) => {
-                NodeValue::Seq(items.iter().map(|v| Node::from_json(v, loc)).collect())
-            }
-            Value::Object(map) => NodeValue::Map(
-                map.iter()
-                    .map(|(k, v)| {
-                        (
-                            Node::new(NodeValue::String(k.clone()), loc),
-                            Node::from_json(v, loc),
-                        )
-                    })
-                    .collect(),
-            ),
-        };
-        Node::new(value, loc)
-    }
 }
 
 impl<'de> Deserialize<'de> for Node {

@@ -37,6 +37,16 @@ pub fn format_value(value: f64, unit: &str) -> String {
     match unit {
         "B" => scaled(""),
         "B/s" => scaled("/s"),
+        // Network rates use decimal prefixes, as iperf and link speeds do.
+        "bit/s" => {
+            let (mut v, mut i) = (value, 0);
+            let prefixes = ["", "k", "M", "G", "T"];
+            while v.abs() >= 1000.0 && i + 1 < prefixes.len() {
+                v /= 1000.0;
+                i += 1;
+            }
+            format!("{} {}bit/s", format_number(v), prefixes[i])
+        }
         _ if unit.is_empty() => format_number(value),
         _ => format!("{} {unit}", format_number(value)),
     }
@@ -78,5 +88,7 @@ mod tests {
         assert_eq!(format_number(0.0511237), "0.0511");
         assert_eq!(format_number(18812.345), "18812.3");
         assert_eq!(format_number(1.5), "1.5");
+        assert_eq!(super::format_value(24017836428.2, "bit/s"), "24.018 Gbit/s");
+        assert_eq!(super::format_value(3.0 * 1048576.0, "B/s"), "3 MiB/s");
     }
 }
