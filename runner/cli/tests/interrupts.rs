@@ -144,3 +144,46 @@ fn finished_stages_survive_sigkill() {
         }
     }
 }
+
+/// A stage interrupted mid-measurement still removes what it made on the
+/// host (here disk-baseline's scratch file).
+#[test]
+fn interrupted_disk_baseline_removes_its_scratch_file() {
+    let dir = common::temp_dir("disk-interrupt");
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let file = dir.join("disk.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: disk-interrupt\nstages:\n  - id: disk\n    uses: disk-baseline\n    with: {{targets: [{}], size: 16M, runtime: 60, tests: [fio-randread]}}\n",
+            scratch.display()
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let mut child = common::pipeline_command(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_dir(&scratch).unwrap().next().is_none() {
+        assert!(Instant::now() < deadline, "the scratch file never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500)); // into the fio run
+    signal(&child, libc::SIGINT);
+    assert_eq!(wait(&mut child), Some(130));
+    let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(
+        results(&run_dir).unwrap()["stages"][0]["status"],
+        "cancelled"
+    );
+}

@@ -133,6 +133,28 @@ impl StageContext<'_> {
         self.finish(host, spec, &running.shown, finished)
     }
 
+    /// Runs a command that undoes what the stage made (removes its scratch
+    /// file, stops its server). It runs even after Ctrl-C or past the stage's
+    /// deadline, under its own timeout only (default 30 s): an interrupted
+    /// stage must not leave files or processes behind on a host.
+    pub fn run_tidy_on(
+        &mut self,
+        host: &Host,
+        label: &str,
+        spec: &CommandSpec,
+    ) -> Result<CommandOutput, StageError> {
+        let spec = match spec.timeout {
+            Some(_) => spec.clone(),
+            None => spec.clone().timeout(Duration::from_secs(30)),
+        };
+        let running = self.spawn_with(host, label, &spec, None)?;
+        let finished = running
+            .running
+            .wait(&CancelToken::default())
+            .map_err(|e| StageError::failed(e.to_string()))?;
+        self.finish(host, &spec, &running.shown, finished)
+    }
+
     /// Starts a command on a host and returns without waiting (a server the
     /// next commands talk to). Finish it with [`wait`](Self::wait) or [`stop`](Self::stop).
     pub fn spawn_on(
@@ -140,6 +162,16 @@ impl StageContext<'_> {
         host: &Host,
         label: &str,
         spec: &CommandSpec,
+    ) -> Result<Background, StageError> {
+        self.spawn_with(host, label, spec, self.deadline)
+    }
+
+    fn spawn_with(
+        &mut self,
+        host: &Host,
+        label: &str,
+        spec: &CommandSpec,
+        deadline: Option<Instant>,
     ) -> Result<Background, StageError> {
         let n = self.commands.len() + self.pending + 1;
         let host_part = if host.is_local() {
@@ -157,11 +189,9 @@ impl StageContext<'_> {
             format!("[{}] {shown}", host.name)
         };
         self.progress(&shown);
-        let remote_limit = self
-            .deadline
-            .map(|d| d.saturating_duration_since(Instant::now()));
+        let remote_limit = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let wrapped = host.wrap(spec, remote_limit.or(spec.timeout));
-        let running = exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, self.deadline)
+        let running = exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, deadline)
             .map_err(|e| StageError::failed(format!("{shown}: {e}")))?;
         self.pending += 1;
         Ok(Background {

@@ -466,7 +466,7 @@ fn remove(ctx: &mut StageContext, target: &str, path: &str) -> Result<(), StageE
     let host = ctx.host.clone();
     let spec = shell("rm -f -- \"$1\"", &[path]).timeout(Duration::from_secs(60));
     let out = ctx
-        .run(&format!("remove-{}", slug(target)), &spec)
+        .run_tidy_on(&host, &format!("remove-{}", slug(target)), &spec)
         .map_err(|e| StageError::failed(format!("{path} is left behind: {e}")))?;
     ensure_ok(&host, &spec, out).map(|_| ())
 }

@@ -409,7 +409,7 @@ fn stop_server(ctx: &mut StageContext, link: &Link, server: Background, pid_file
     let _ = ctx.stop(server);
     if !link.server.is_local() {
         let kill = shell(KILL_BY_PIDFILE, &[pid_file]).timeout(Duration::from_secs(30));
-        let _ = ctx.run_on(&link.server, &format!("stop-server-{}", link.port), &kill);
+        let _ = ctx.run_tidy_on(&link.server, &format!("stop-server-{}", link.port), &kill);
     }
 }
 
