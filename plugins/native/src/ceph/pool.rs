@@ -3,6 +3,8 @@
 //! existing pool is refused unless the pipeline says to reuse it; a reused
 //! pool is never deleted.
 
+use std::time::{Duration, Instant};
+
 use pipeline_engine::context::StageContext;
 use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
 use pipeline_engine::stage::{
@@ -168,6 +170,7 @@ impl Stage for CephPool {
                 ParamSpec::with_default("failure_domain", ParamType::String, json!("host"), "CRUSH failure domain of the EC profile (`osd` on a one-host cluster)."),
                 ParamSpec::with_default("application", ParamType::enumeration(&["rados", "rbd", "rgw", "cephfs"]), json!("rados"), "Application to enable (`rbd` also runs `rbd pool init`)."),
                 ParamSpec::with_default("reuse_existing", ParamType::Bool, json!(false), "Use the pool if it exists (then it is never deleted) instead of failing."),
+                ParamSpec::with_default("wait_clean", ParamType::Duration, json!(120), "Wait up to this long for the pool's PGs to be active+clean before the benchmarks (0: do not wait)."),
             ],
             outputs: vec![OutputSpec::new("pool", "The pool name.")],
             metrics: Vec::new(),
@@ -264,6 +267,93 @@ impl Stage for CephPool {
             let spec = admin(&ctx.ceph, "rbd", &["pool", "init", &c.name]);
             ctx.run_ok("rbd-pool-init", &spec)?;
         }
+        if let Some(limit) = params.duration("wait_clean").filter(|d| !d.is_zero()) {
+            wait_active_clean(ctx, &c.name, limit)?;
+        }
         Ok(output)
+    }
+}
+
+/// Waits until every PG of the pool is active+clean: a benchmark on PGs still
+/// peering or backfilling measures recovery, not the cluster.
+fn wait_active_clean(
+    ctx: &mut StageContext,
+    pool: &str,
+    limit: Duration,
+) -> Result<(), StageError> {
+    let started = Instant::now();
+    loop {
+        let spec = admin(
+            &ctx.ceph,
+            "ceph",
+            &["pg", "ls-by-pool", pool, "--format", "json"],
+        );
+        let out = ctx.run_ok("pg-states", &spec)?;
+        let (clean, total, states) = pg_states(&out.stdout);
+        if total > 0 && clean == total {
+            ctx.progress(&format!("{total}/{total} PGs active+clean"));
+            return Ok(());
+        }
+        let last = format!("{clean} of {total} PGs active+clean ({states})");
+        ctx.progress(&last);
+        if started.elapsed() >= limit {
+            return Err(StageError::failed(format!(
+                "pool `{pool}`: {last} after {}s; the cluster is not healthy enough to benchmark (see `ceph -s`), or raise `wait_clean`",
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// (active+clean PGs, all PGs, a summary of the states) from
+/// `ceph pg ls-by-pool -f json`: `{"pg_stats": [...]}` (Nautilus and later)
+/// or a bare list (older releases).
+fn pg_states(json_text: &str) -> (usize, usize, String) {
+    let value: serde_json::Value = serde_json::from_str(json_text.trim()).unwrap_or_default();
+    let pgs = value
+        .get("pg_stats")
+        .unwrap_or(&value)
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut clean = 0;
+    for pg in &pgs {
+        let state = pg
+            .get("state")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("unknown");
+        let parts: Vec<&str> = state.split('+').collect();
+        if parts.contains(&"active") && parts.contains(&"clean") {
+            clean += 1;
+        }
+        *counts.entry(state.to_string()).or_default() += 1;
+    }
+    let summary = counts
+        .iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (clean, pgs.len(), summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pg_states;
+
+    #[test]
+    fn counts_active_clean_pgs() {
+        // The shape `ceph pg ls-by-pool -f json` prints on Ceph 16.2.15, trimmed to
+        // the fields read (`unknown` is what the sandbox showed right after creation).
+        let creating = r#"{"pg_ready":true,"pg_stats":[{"pgid":"6.0","state":"unknown"},{"pgid":"6.1","state":"creating+peering"}]}"#;
+        assert_eq!(
+            pg_states(creating),
+            (0, 2, "1 creating+peering, 1 unknown".into())
+        );
+        let ready = r#"{"pg_ready":true,"pg_stats":[{"state":"active+clean"},{"state":"active+clean+scrubbing"}]}"#;
+        assert_eq!(pg_states(ready).0, 2);
+        assert_eq!(pg_states("[]"), (0, 0, String::new()));
+        assert_eq!(pg_states("not json").1, 0);
     }
 }
