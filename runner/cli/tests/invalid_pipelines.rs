@@ -107,6 +107,7 @@ fn plans_match_golden_files() {
         // The cluster line shows $CEPH_CONF when set (scripts/test.sh sets it).
         let out = common::pipeline_command(&["plan", &rel])
             .env_remove("CEPH_CONF")
+            .env("PIPELINE_SANDBOX_DIR", "/nonexistent")
             .output()
             .unwrap();
         assert_eq!(

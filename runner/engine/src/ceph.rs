@@ -29,6 +29,25 @@ pub struct ClusterConfig {
     pub command_timeout: Option<Sp<String>>,
 }
 
+/// The ceph.conf to use when the pipeline names none: `$CEPH_CONF`; else
+/// Ceph's own default (`/etc/ceph/ceph.conf`) when it exists; else the local
+/// sandbox's (`pipeline sandbox up`), so `pipeline sandbox up && pipeline run
+/// pipelines/full-baseline.yaml` works as it reads.
+pub fn default_conf() -> Option<String> {
+    if let Some(conf) = std::env::var("CEPH_CONF").ok().filter(|c| !c.is_empty()) {
+        return Some(conf);
+    }
+    if std::path::Path::new("/etc/ceph/ceph.conf").exists() {
+        return None;
+    }
+    let sandbox = std::env::var("PIPELINE_SANDBOX_DIR")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "/tmp/pipeline-sandbox".into());
+    let conf = std::path::Path::new(&sandbox).join("ceph.conf");
+    conf.exists().then(|| conf.display().to_string())
+}
+
 /// The resolved connection: what stages use.
 #[derive(Debug, Clone, Serialize)]
 pub struct CephConnection {
@@ -43,7 +62,7 @@ pub struct CephConnection {
 impl Default for CephConnection {
     fn default() -> Self {
         CephConnection {
-            conf: std::env::var("CEPH_CONF").ok().filter(|c| !c.is_empty()),
+            conf: default_conf(),
             name: None,
             keyring: None,
             args: Vec::new(),
