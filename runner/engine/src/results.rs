@@ -118,6 +118,9 @@ pub struct StageRecord {
     /// The `id` in the pipeline file.
     pub stage: String,
     pub plugin: String,
+    /// For a plugin loaded from a file (WASM), where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

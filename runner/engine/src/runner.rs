@@ -226,6 +226,7 @@ impl Runner<'_> {
             id: stage.instance_id.clone(),
             stage: stage.stage_id.clone(),
             plugin: stage.plugin.description.name.clone(),
+            plugin_file: (stage.plugin.origin != "native").then(|| stage.plugin.origin.clone()),
             description: stage.description.clone(),
             matrix: stage.matrix.clone(),
             params: self
