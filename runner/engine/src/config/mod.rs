@@ -3,6 +3,7 @@
 
 pub mod node;
 pub mod parse;
+pub mod shape;
 pub mod spanned;
 
 use schemars::JsonSchema;
@@ -49,8 +50,7 @@ pub struct PipelineConfig {
     pub report: ReportConfig,
 }
 
-/// An environment variable the suite reads (schema; parsed from a `Node` so
-/// that both forms keep their locations).
+/// A variable name, or `{name: NAME, default: VALUE, secret: true}`.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum EnvVarConfig {
@@ -169,7 +169,8 @@ enum OnSchema {
     Many(Vec<String>),
 }
 
-/// Schema-only description of `matrix` (it is parsed from a `Node`).
+/// One instance per combination of the axes' values, e.g.
+/// `matrix: {bs: [4K, 4M], threads: [1, 16]}`; `exclude` drops combinations.
 #[derive(JsonSchema)]
 #[allow(dead_code)]
 struct MatrixSchema {

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use super::PipelineConfig;
-use crate::diagnostic::{Diagnostic, Loc, Source, did_you_mean};
+use super::{Node, NodeValue, PipelineConfig};
+use crate::diagnostic::{Diagnostic, Diagnostics, Loc, Source, did_you_mean};
 
-pub fn parse_pipeline(source: &Arc<Source>) -> Result<PipelineConfig, Diagnostic> {
-    let options = serde_saphyr::options! {
+/// serde-saphyr's settings: strict booleans (`on:` and `yes` stay strings)
+/// and budgets a hostile file cannot exceed.
+fn options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
         with_snippet: false,
         strict_booleans: true,
         budget: serde_saphyr::budget! {
@@ -20,16 +22,33 @@ pub fn parse_pipeline(source: &Arc<Source>) -> Result<PipelineConfig, Diagnostic
             max_nodes: 250_000,
             max_total_scalar_bytes: 16 * 1024 * 1024,
         },
-    };
+    }
+}
+
+/// The file as a located YAML tree.
+pub fn parse_node(source: &Arc<Source>) -> Result<Node, Diagnostic> {
+    serde_saphyr::from_str_with_options::<Node>(&source.text, options())
+        .map_err(|e| yaml_error(source, &e))
+}
+
+pub fn parse_pipeline(source: &Arc<Source>) -> Result<PipelineConfig, Diagnostics> {
     if source.text.trim().is_empty() {
         return Err(Diagnostic::error("the pipeline file is empty")
             .at(source, Loc::default())
-            .with_help(
-                "a pipeline needs at least `name:` and `stages:`; see pipelines/smoke.yaml",
-            ));
+            .with_help("a pipeline needs at least `name:` and `stages:`; see pipelines/smoke.yaml")
+            .into());
     }
-    serde_saphyr::from_str_with_options::<PipelineConfig>(&source.text, options)
-        .map_err(|e| yaml_error(source, &e))
+    // First the shape of the whole file against the schema, so every unknown
+    // or missing key is reported at once; then the typed parse.
+    let node = parse_node(source)?;
+    if matches!(node.value, NodeValue::Map(_)) {
+        let problems = super::shape::check(&node, &super::pipeline_schema(), source);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+    }
+    serde_saphyr::from_str_with_options::<PipelineConfig>(&source.text, options())
+        .map_err(|e| yaml_error(source, &e).into())
 }
 
 /// Turns a serde-saphyr error into a diagnostic, adding a hint where we can.
@@ -122,7 +141,11 @@ mod tests {
                 "t.yaml:3:5",
                 "missing required key `id`",
             ),
-            ("name: [1]\nstages: []\n", "t.yaml:1:7", "expected string"),
+            (
+                "name: [1]\nstages: []\n",
+                "t.yaml:1:7",
+                "`name` must be a string, found a list",
+            ),
         ];
         for (text, place, message) in cases {
             let e = err(text);
