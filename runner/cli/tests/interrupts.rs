@@ -43,7 +43,12 @@ fn start(name: &str) -> (Child, std::path::PathBuf, std::path::PathBuf) {
         .replace("PIDFILE", pid_file.to_str().unwrap());
     std::fs::write(&file, text).unwrap();
     let run_dir = dir.join("run");
-    let child = common::pipeline_command(&[
+    (spawn_run(&file, &run_dir), run_dir, marker)
+}
+
+/// `pipeline run FILE --out RUN_DIR` in the background, output discarded.
+fn spawn_run(file: &Path, run_dir: &Path) -> Child {
+    common::pipeline_command(&[
         "run",
         file.to_str().unwrap(),
         "--out",
@@ -52,8 +57,7 @@ fn start(name: &str) -> (Child, std::path::PathBuf, std::path::PathBuf) {
     .stdout(Stdio::null())
     .stderr(Stdio::null())
     .spawn()
-    .unwrap();
-    (child, run_dir, marker)
+    .unwrap()
 }
 
 fn results(run_dir: &Path) -> Option<Value> {
@@ -162,16 +166,7 @@ fn interrupted_disk_baseline_removes_its_scratch_file() {
     )
     .unwrap();
     let run_dir = dir.join("run");
-    let mut child = common::pipeline_command(&[
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        run_dir.to_str().unwrap(),
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = spawn_run(&file, &run_dir);
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::fs::read_dir(&scratch).unwrap().next().is_none() {
         assert!(Instant::now() < deadline, "the scratch file never appeared");
