@@ -44,11 +44,7 @@ fn files_in(dir: &Path, base: &Path, out: &mut Vec<String>) {
 }
 
 fn run_shape(case: &Path) -> (Value, String) {
-    let rel = case
-        .strip_prefix(common::root())
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
+    let rel = common::relative(case);
     let out_dir = common::temp_dir(&format!(
         "run-{}",
         case.file_stem().unwrap().to_string_lossy()

@@ -29,6 +29,14 @@ pub fn pipeline_command(args: &[&str]) -> Command {
     cmd
 }
 
+/// A path under the workspace root as the tests pass it to `pipeline`.
+pub fn relative(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .to_string_lossy()
+        .to_string()
+}
+
 /// Files in `dir` with extension `ext`, sorted.
 pub fn cases(dir: &str, ext: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
