@@ -14,7 +14,7 @@ fn invalid_pipelines_give_exact_errors() {
     );
     let mut failures = Vec::new();
     for case in &cases {
-        let rel = common::relative(&case);
+        let rel = common::relative(case);
         let out = common::pipeline(&["validate", &rel]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(2) {
