@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_model::{Direction, Metric};
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
-use pipeline_model::{Direction, Metric};
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -140,7 +140,7 @@ impl Stage for Exec {
         }
         let out = ctx.run("command", &spec)?;
         let code = match out.exit {
-            pipeline_engine::exec::Exit::Code(c) => c,
+            pipeline_stage_api::exec::Exit::Code(c) => c,
             _ => -1,
         };
         let allowed: Vec<i64> = params

@@ -10,14 +10,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_model::{Metric, unit};
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
-use pipeline_engine::template;
-use pipeline_model::{Metric, unit};
 use serde_json::{Value, json};
 
 use crate::ceph::{IMAGE, admin};
@@ -44,7 +43,7 @@ fn image_name(params: &Params, client: i64) -> String {
 /// path, when the stage uses one.
 fn client_argv(
     params: &Params,
-    ceph: &pipeline_engine::ceph::CephConnection,
+    ceph: &pipeline_stage_api::ceph::CephConnection,
     client: i64,
     job_file: Option<&str>,
 ) -> Vec<String> {
@@ -273,12 +272,15 @@ fn prepare_clients(params: &Params, ctx: &mut StageContext) -> Result<Vec<Client
         }
         let job_file = match &job_template {
             Some(text) => {
-                let env = template::environment();
-                let vars = template::context(
-                    json!({"client": c, "pool": pool, "image": image_name(params, c)}),
-                );
-                let rendered = template::render(&env, text, &vars)
-                    .map_err(|e| StageError::failed(format!("job file template: {e}")))?;
+                let rendered = render_job_file(
+                    text,
+                    &[
+                        ("client", c.to_string()),
+                        ("pool", pool.clone()),
+                        ("image", image_name(params, c)),
+                    ],
+                )
+                .map_err(|e| StageError::failed(format!("job file template: {e}")))?;
                 let path = ctx.write_artifact(&format!("client-{c}.fio"), rendered.as_bytes())?;
                 Some(path.to_string_lossy().to_string())
             }
@@ -290,6 +292,29 @@ fn prepare_clients(params: &Params, ctx: &mut StageContext) -> Result<Vec<Client
         });
     }
     Ok(clients)
+}
+
+/// Fills `{{ client }}`, `{{ pool }}` and `{{ image }}` into a job file. Only
+/// these names exist; anything else in `{{ }}` is an error, not silently kept.
+fn render_job_file(text: &str, vars: &[(&str, String)]) -> Result<String, String> {
+    let placeholder = regex::Regex::new(r"\{\{\s*([^{}]*?)\s*\}\}").expect("valid regex");
+    let mut unknown = None;
+    let rendered = placeholder.replace_all(text, |caps: &regex::Captures| {
+        let name = &caps[1];
+        match vars.iter().find(|(k, _)| *k == name) {
+            Some((_, v)) => v.clone(),
+            None => {
+                unknown.get_or_insert_with(|| name.to_string());
+                caps[0].to_string()
+            }
+        }
+    });
+    match unknown {
+        Some(name) => Err(format!(
+            "unknown variable `{name}` (a job file can use client, pool and image)"
+        )),
+        None => Ok(rendered.into_owned()),
+    }
 }
 
 /// Labels each client's metrics, and adds totals over clients of the
@@ -328,4 +353,20 @@ fn combine_clients(per_client: Vec<Vec<Metric>>) -> Vec<Metric> {
     }
     out.extend(totals.into_values().map(|t| t.label("client", "all")));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_file_placeholders() {
+        let vars = [("client", "1".to_string()), ("pool", "p".to_string())];
+        assert_eq!(
+            render_job_file("rbdname={{ pool }}-{{client}}", &vars).unwrap(),
+            "rbdname=p-1"
+        );
+        let e = render_job_file("x={{ poool }}", &vars).unwrap_err();
+        assert!(e.contains("unknown variable `poool`"), "{e}");
+    }
 }

@@ -6,7 +6,8 @@ pub mod exec;
 pub mod fio;
 pub mod host;
 
-use pipeline_engine::registry::Registry;
+use pipeline_stage_api::registry::Registry;
+use pipeline_stage_api::typed::Typed;
 
 /// Every native stage.
 pub fn registry() -> Registry {
@@ -14,7 +15,7 @@ pub fn registry() -> Registry {
     r.add_native(exec::Exec);
     r.add_native(ceph::info::CephInfo);
     r.add_native(ceph::pool::CephPool);
-    r.add_native(ceph::rados_bench::RadosBench);
+    r.add_native(Typed(ceph::rados_bench::RadosBench));
     r.add_native(ceph::rbd_bench::RbdBench);
     r.add_native(ceph::cleanup::CephCleanup);
     r.add_native(fio::Fio);

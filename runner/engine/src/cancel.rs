@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub use pipeline_stage_api::cancel::CancelToken;
+
 /// Counts received signals; a token is cancelled once the count passes its threshold.
 #[derive(Debug, Clone, Default)]
 pub struct Signals {
@@ -33,26 +35,11 @@ impl Signals {
 
     /// Cancelled by the next signal from now on.
     pub fn token(&self) -> CancelToken {
-        CancelToken {
-            count: self.count.clone(),
-            threshold: self.received(),
-        }
+        CancelToken::after(self.count.clone(), self.received())
     }
 
     /// For tests and programmatic cancellation.
     pub fn raise(&self) {
         self.count.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken {
-    count: Arc<AtomicUsize>,
-    threshold: usize,
-}
-
-impl CancelToken {
-    pub fn is_cancelled(&self) -> bool {
-        self.count.load(Ordering::SeqCst) > self.threshold
     }
 }

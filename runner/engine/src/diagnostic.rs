@@ -260,17 +260,7 @@ impl fmt::Display for Diagnostics {
 impl std::error::Error for Diagnostics {}
 
 /// "did you mean `x`?" for a misspelt name, when one candidate is close.
-pub fn did_you_mean<'a>(
-    name: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<String> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(name, c), c))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| format!("did you mean `{c}`?"))
-}
+pub use pipeline_stage_api::suggest::did_you_mean;
 
 #[cfg(test)]
 mod tests {

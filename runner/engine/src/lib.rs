@@ -7,22 +7,18 @@ pub mod cancel;
 pub mod ceph;
 pub mod compile;
 pub mod config;
-pub mod context;
 pub mod diagnostic;
-pub mod exec;
 pub mod fanout;
 pub mod host;
 pub mod hosts;
-pub mod params;
 pub mod plan;
 pub mod preflight;
 pub mod progress;
-pub mod registry;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod secrets;
-pub mod stage;
 pub mod template;
 
 pub use pipeline_model as model;
+// The stage API lives in its own crate; re-exported so the engine reads as one.
+pub use pipeline_stage_api::{context, exec, params, registry, secrets, stage};

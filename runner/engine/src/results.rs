@@ -9,7 +9,7 @@ use pipeline_model::Metric;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::context::Resource;
+pub use pipeline_model::{Artifact, CommandRecord, Resource};
 
 pub const RESULTS_FILE: &str = "results.json";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -151,27 +151,6 @@ pub struct StageRecord {
     pub artifacts: Vec<Artifact>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CommandRecord>,
-}
-
-/// A file a stage left in the run folder.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Artifact {
-    pub name: String,
-    /// Relative to the run folder.
-    pub path: String,
-}
-
-/// An external command a stage ran.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct CommandRecord {
-    /// Shell-quoted, secrets redacted.
-    pub command: String,
-    /// `exit code 0`, `signal 9`, `timeout after 5.0s`, ...
-    pub exit: String,
-    pub duration_s: f64,
-    /// Raw output files, relative to the run folder.
-    pub stdout: String,
-    pub stderr: String,
 }
 
 impl RunResults {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use chrono::{SecondsFormat, Utc};
 
 use crate::cancel::{CancelToken, Signals};
-use crate::context::{Resource, StageContext, sanitize};
+use crate::context::{ContextParts, Resource, StageContext, sanitize};
 use crate::exec::format_duration;
 use crate::plan::{Plan, PlannedStage};
 use crate::progress::Progress;
@@ -474,7 +474,7 @@ impl HostJob<'_> {
         ledger: &mut Vec<Resource>,
     ) -> HostRun {
         let stage = self.stage;
-        let mut ctx = StageContext {
+        let mut ctx = StageContext::new(ContextParts {
             instance_id: stage.instance_id.clone(),
             run_id: self.run_id.to_string(),
             work_dir: work_dir.clone(),
@@ -485,14 +485,11 @@ impl HostJob<'_> {
             timeout: stage.timeout,
             cancel: self.cancel.clone(),
             progress: self.progress,
-            ledger,
-            commands: Vec::new(),
-            artifacts: Vec::new(),
+            ledger: &mut *ledger,
             redactor: self.redactor,
             host: host.clone(),
             targets: stage.targets.clone(),
-            pending: 0,
-        };
+        });
         let outcome: Result<StageOutput, StageError> = match std::fs::create_dir_all(&work_dir) {
             Err(e) => Err(StageError::io(
                 format!("creating {}", work_dir.display()),
@@ -513,9 +510,7 @@ impl HostJob<'_> {
                 )))
             }),
         };
-        let commands = std::mem::take(&mut ctx.commands);
-        let artifacts = std::mem::take(&mut ctx.artifacts);
-        drop(ctx);
+        let (commands, artifacts) = ctx.into_records();
         HostRun {
             host,
             outcome,

@@ -116,3 +116,39 @@ pub struct Measurement {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<Series>,
 }
+
+/// Something this run created on the cluster (or a host), recorded when it was
+/// created so that cleanup removes exactly these and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Resource {
+    /// `pool`, `image`, `objects`, `bucket`, `file`, ...
+    pub kind: String,
+    /// Pool name; `pool/image` for images; the pool for `objects`.
+    pub name: String,
+    /// Instance id of the stage that created it.
+    pub created_by: String,
+    /// Set when a cleanup stage removed it.
+    #[serde(default)]
+    pub removed: bool,
+}
+
+/// A file a stage left in the run folder.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Artifact {
+    pub name: String,
+    /// Relative to the run folder.
+    pub path: String,
+}
+
+/// An external command a stage ran.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CommandRecord {
+    /// Shell-quoted, secrets redacted.
+    pub command: String,
+    /// `exit code 0`, `signal 9`, `timeout after 5.0s`, ...
+    pub exit: String,
+    pub duration_s: f64,
+    /// Raw output files, relative to the run folder.
+    pub stdout: String,
+    pub stderr: String,
+}

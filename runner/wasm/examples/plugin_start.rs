@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use pipeline_engine::ceph::CephConnection;
-use pipeline_engine::params::Params;
-use pipeline_engine::stage::{PlanContext, Stage};
+use pipeline_stage_api::ceph::CephConnection;
+use pipeline_stage_api::params::Params;
+use pipeline_stage_api::stage::{PlanContext, Stage};
 use pipeline_wasm::cache::ComponentCache;
 use pipeline_wasm::{WasmLoader, WasmStage};
 

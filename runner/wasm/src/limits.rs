@@ -38,12 +38,12 @@ impl Limits {
     pub fn from_env() -> Result<Self, String> {
         let mut limits = Limits::default();
         if let Ok(v) = std::env::var("PIPELINE_WASM_MEMORY") {
-            let bytes = pipeline_engine::params::parse_size(&v)
+            let bytes = pipeline_stage_api::params::parse_size(&v)
                 .map_err(|e| format!("PIPELINE_WASM_MEMORY={v}: {e}"))?;
             limits.memory = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
         if let Ok(v) = std::env::var("PIPELINE_WASM_TIME") {
-            limits.run_time = pipeline_engine::params::parse_duration(&v)
+            limits.run_time = pipeline_stage_api::params::parse_duration(&v)
                 .map_err(|e| format!("PIPELINE_WASM_TIME={v}: {e}"))?;
             limits.call_time = limits.call_time.min(limits.run_time);
         }
@@ -65,7 +65,7 @@ pub enum Stopped {
 }
 
 fn fmt(d: Duration) -> String {
-    pipeline_engine::exec::format_duration(d)
+    pipeline_stage_api::exec::format_duration(d)
 }
 
 /// The clock of one call: when it started, its deadlines, and how long the

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use pipeline_engine::registry::{PluginLoader, RegisteredStage};
+use pipeline_stage_api::registry::{PluginLoader, RegisteredStage};
 
 use crate::SUPPORTED_INTERFACES;
 use crate::cache::{ComponentCache, default_dir, sha256_hex};

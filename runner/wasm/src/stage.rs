@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::params::Params;
-use pipeline_engine::stage::{
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::params::Params;
+use pipeline_stage_api::stage::{
     Action, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
 use wasmtime::{Engine, Store};

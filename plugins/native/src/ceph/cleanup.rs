@@ -3,9 +3,9 @@
 //! removal is attempted even when one fails; a pool that cannot be deleted
 //! because the cluster forbids it (EPERM) is reported and left in place.
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
 use serde_json::json;

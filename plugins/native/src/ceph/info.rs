@@ -2,12 +2,12 @@
 //! (versions, status, OSD tree, capacity, pools) so that a later run knows
 //! what it is compared against.
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_model::{Direction, Metric, unit};
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, MetricSpec, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
-use pipeline_model::{Direction, Metric, unit};
 use serde_json::{Value, json};
 
 use super::admin;

@@ -10,10 +10,10 @@ pub mod rbd_bench;
 
 use std::time::Duration;
 
-use pipeline_engine::ceph::CephConnection;
-use pipeline_engine::context::{CommandOutput, StageContext};
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::stage::StageError;
+use pipeline_stage_api::ceph::CephConnection;
+use pipeline_stage_api::context::{CommandOutput, StageContext};
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::stage::StageError;
 
 /// Ledger kinds: what a run created, so cleanup removes exactly that.
 pub const POOL: &str = "pool";

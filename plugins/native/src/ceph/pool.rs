@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
 use serde_json::json;

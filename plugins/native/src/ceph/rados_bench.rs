@@ -9,130 +9,135 @@
 
 use std::time::Duration;
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
-    Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
 use pipeline_model::unit;
-use serde_json::json;
+use pipeline_stage_api::ceph::CephConnection;
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use super::{BENCH_OBJECTS, bench_run_name};
 
+/// `with:` of a `rados-bench` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Pool to benchmark (usually `{{ stages.POOL_STAGE.outputs.pool }}`).
+    pub pool: String,
+    /// Benchmark mode; seq and rand read what a write of this run left.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Duration (seq ends early when the objects run out).
+    #[serde(default = "ten")]
+    pub seconds: u32,
+    /// Object size for writes (rados -b).
+    #[serde(default = "four_mib")]
+    pub block_size: ByteSize,
+    /// Operations in flight (rados -t).
+    #[serde(default = "sixteen")]
+    pub concurrent_ops: u32,
+    /// Stop a write after this many objects (bounds the data stored).
+    #[serde(default)]
+    pub max_objects: Option<u64>,
+    /// rados --run-name; default unique to this run, shared by its write and reads.
+    #[serde(default)]
+    pub run_name: Option<String>,
+    /// Output format to request and parse.
+    #[serde(default)]
+    pub format: Format,
+    /// More arguments for rados bench.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Kill rados after this long (default: 2 x seconds + 60 s; a full cluster hangs forever).
+    #[serde(default)]
+    pub command_timeout: Option<Seconds>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Write,
+    Seq,
+    Rand,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Write => "write",
+            Mode::Seq => "seq",
+            Mode::Rand => "rand",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+fn ten() -> u32 {
+    10
+}
+
+fn sixteen() -> u32 {
+    16
+}
+
+fn four_mib() -> ByteSize {
+    ByteSize::mib(4)
+}
+
 pub struct RadosBench;
 
-fn argv(
-    params: &Params,
-    ceph: &pipeline_engine::ceph::CephConnection,
-    run_name: &str,
-) -> Vec<String> {
-    let pool = params.str("pool").unwrap_or_default();
-    let mode = params.str("mode").unwrap_or("write");
-    let seconds = params.i64("seconds").unwrap_or(10).to_string();
-    let threads = params.i64("concurrent_ops").unwrap_or(16).to_string();
+fn argv(config: &Config, ceph: &CephConnection, run_name: &str) -> Vec<String> {
+    let mode = config.mode.as_str();
     let mut args: Vec<String> = vec![
         "-p".into(),
-        pool.into(),
+        config.pool.clone(),
         "bench".into(),
-        seconds,
+        config.seconds.to_string(),
         mode.into(),
         "-t".into(),
-        threads,
+        config.concurrent_ops.to_string(),
     ];
-    if mode == "write" {
-        args.extend([
-            "-b".into(),
-            params.u64("block_size").unwrap_or(4 << 20).to_string(),
-        ]);
-        if let Some(max) = params.i64("max_objects") {
+    if config.mode == Mode::Write {
+        args.extend(["-b".into(), config.block_size.0.to_string()]);
+        if let Some(max) = config.max_objects {
             args.extend(["--max-objects".into(), max.to_string()]);
         }
     }
     args.extend(["--run-name".into(), run_name.into(), "--no-cleanup".into()]);
-    if params.str("format") == Some("json") {
+    if config.format == Format::Json {
         args.extend(["--format".into(), "json".into()]);
     }
-    args.extend(params.strings("extra_args"));
+    args.extend(config.extra_args.iter().cloned());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     ceph.argv("rados", &refs)
 }
 
-fn run_name(params: &Params, run_id: &str) -> String {
-    params
-        .str("run_name")
-        .map_or_else(|| bench_run_name(run_id), str::to_string)
+fn run_name(config: &Config, run_id: &str) -> String {
+    config
+        .run_name
+        .clone()
+        .unwrap_or_else(|| bench_run_name(run_id))
 }
 
-impl Stage for RadosBench {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for RadosBench {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "rados-bench",
+            summary: "rados bench write/seq/rand on a pool: bandwidth, IOPS, latency, per-second series.",
             per_host: true,
-            requires: vec!["rados".into()],
-            name: "rados-bench".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary:
-                "rados bench write/seq/rand on a pool: bandwidth, IOPS, latency, per-second series."
-                    .into(),
-            params: vec![
-                ParamSpec::required(
-                    "pool",
-                    ParamType::String,
-                    "Pool to benchmark (usually `{{ stages.POOL_STAGE.outputs.pool }}`).",
-                ),
-                ParamSpec::with_default(
-                    "mode",
-                    ParamType::enumeration(&["write", "seq", "rand"]),
-                    json!("write"),
-                    "Benchmark mode; seq and rand read what a write of this run left.",
-                ),
-                ParamSpec::with_default(
-                    "seconds",
-                    ParamType::Integer,
-                    json!(10),
-                    "Duration (seq ends early when the objects run out).",
-                ),
-                ParamSpec::with_default(
-                    "block_size",
-                    ParamType::Size,
-                    json!(4 << 20),
-                    "Object size for writes (rados -b).",
-                ),
-                ParamSpec::with_default(
-                    "concurrent_ops",
-                    ParamType::Integer,
-                    json!(16),
-                    "Operations in flight (rados -t).",
-                ),
-                ParamSpec::optional(
-                    "max_objects",
-                    ParamType::Integer,
-                    "Stop a write after this many objects (bounds the data stored).",
-                ),
-                ParamSpec::optional(
-                    "run_name",
-                    ParamType::String,
-                    "rados --run-name; default unique to this run, shared by its write and reads.",
-                ),
-                ParamSpec::with_default(
-                    "format",
-                    ParamType::enumeration(&["text", "json"]),
-                    json!("text"),
-                    "Output format to request and parse.",
-                ),
-                ParamSpec::with_default(
-                    "extra_args",
-                    ParamType::list(ParamType::String),
-                    json!([]),
-                    "More arguments for rados bench.",
-                ),
-                ParamSpec::optional(
-                    "command_timeout",
-                    ParamType::Duration,
-                    "Kill rados after this long (default: 2 x seconds + 60 s; a full cluster hangs forever).",
-                ),
-            ],
+            requires: vec!["rados"],
             outputs: Vec::new(),
             metrics: vec![
                 MetricSpec::new(
@@ -155,26 +160,26 @@ impl Stage for RadosBench {
         }
     }
 
-    fn check(&self, params: &Params) -> Vec<(String, String)> {
+    fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
-        if params.i64("seconds").is_some_and(|s| s < 1) {
+        if config.seconds < 1 {
             p.push(("seconds".into(), "must be at least 1".into()));
         }
-        if params.i64("concurrent_ops").is_some_and(|t| t < 1) {
+        if config.concurrent_ops < 1 {
             p.push(("concurrent_ops".into(), "must be at least 1".into()));
         }
-        if params.u64("block_size") == Some(0) {
+        if config.block_size.0 == 0 {
             p.push(("block_size".into(), "must be more than 0".into()));
         }
         p
     }
 
-    fn plan(&self, params: &Params, ctx: &PlanContext) -> Vec<Action> {
+    fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
         let mut actions = vec![Action::command(
-            format!("rados bench {}", params.str("mode").unwrap_or("write")),
-            argv(params, ctx.ceph, &run_name(params, "<run id>")),
+            format!("rados bench {}", config.mode.as_str()),
+            argv(config, ctx.ceph, &run_name(config, "<run id>")),
         )];
-        if params.str("mode") == Some("write") {
+        if config.mode == Mode::Write {
             actions.push(Action::note(
                 "objects are left for reads; ceph-cleanup removes them (rados cleanup --run-name)",
             ));
@@ -182,19 +187,19 @@ impl Stage for RadosBench {
         actions
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
-        let pool = params.str("pool").unwrap_or_default().to_string();
-        let mode = params.str("mode").unwrap_or("write").to_string();
-        let run_name = run_name(params, &ctx.run_id);
-        let seconds = params.i64("seconds").unwrap_or(10) as f64;
-        let timeout = params
-            .duration("command_timeout")
-            .unwrap_or(Duration::from_secs_f64(seconds * 2.0 + 60.0));
-        if mode == "write" {
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let pool = &config.pool;
+        let mode = config.mode.as_str();
+        let run_name = run_name(config, &ctx.run_id);
+        let timeout = config.command_timeout.map_or(
+            Duration::from_secs(u64::from(config.seconds) * 2 + 60),
+            |t| t.0,
+        );
+        if config.mode == Mode::Write {
             // Recorded before the write: a write killed halfway still leaves objects.
             ctx.record_created(BENCH_OBJECTS, &format!("{pool}/{run_name}"));
         }
-        let spec = CommandSpec::new(argv(params, &ctx.ceph, &run_name)).timeout(timeout);
+        let spec = CommandSpec::new(argv(config, &ctx.ceph, &run_name)).timeout(timeout);
         let out = ctx.run(&format!("rados-bench-{mode}"), &spec)?;
         if !out.success() {
             return Err(StageError::CommandFailed {

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_model::unit;
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, MetricSpec, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
-use pipeline_model::unit;
 use serde_json::json;
 
 use super::{IMAGE, admin};
@@ -37,7 +37,7 @@ fn create_args(params: &Params) -> Vec<String> {
     ]
 }
 
-fn bench_argv(params: &Params, ceph: &pipeline_engine::ceph::CephConnection) -> Vec<String> {
+fn bench_argv(params: &Params, ceph: &pipeline_stage_api::ceph::CephConnection) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "bench".into(),
         "--io-type".into(),

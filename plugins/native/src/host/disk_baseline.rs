@@ -16,13 +16,13 @@
 use std::path::{Component, Path};
 use std::time::Duration;
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_model::{Metric, unit};
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
-use pipeline_model::{Metric, unit};
 use serde_json::json;
 
 use super::{ensure_ok, shell, slug};
@@ -524,7 +524,7 @@ mod tests {
 
     #[test]
     fn plan_marks_device_writes_destructive() {
-        let ceph = pipeline_engine::ceph::CephConnection::default();
+        let ceph = pipeline_stage_api::ceph::CephConnection::default();
         let ctx = PlanContext {
             instance_id: "d",
             ceph: &ceph,

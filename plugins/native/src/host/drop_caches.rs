@@ -9,13 +9,13 @@
 
 use std::time::Duration;
 
-use pipeline_engine::context::StageContext;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_model::{Direction, Metric, unit};
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
-use pipeline_model::{Direction, Metric, unit};
 use serde_json::json;
 
 use super::{command_error, shell};

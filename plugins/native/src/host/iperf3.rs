@@ -14,14 +14,14 @@
 
 use std::time::Duration;
 
-use pipeline_engine::context::{Background, StageContext};
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::hosts::Host;
-use pipeline_engine::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_engine::stage::{
+use pipeline_model::{Metric, Series, unit};
+use pipeline_stage_api::context::{Background, StageContext};
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::hosts::Host;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
+use pipeline_stage_api::stage::{
     Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
-use pipeline_model::{Metric, Series, unit};
 use serde_json::json;
 
 use super::{command_error, ensure_ok, shell, slug};

@@ -7,10 +7,10 @@ pub mod disk_baseline;
 pub mod drop_caches;
 pub mod iperf3;
 
-use pipeline_engine::context::CommandOutput;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::hosts::Host;
-use pipeline_engine::stage::StageError;
+use pipeline_stage_api::context::CommandOutput;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::hosts::Host;
+use pipeline_stage_api::stage::StageError;
 
 /// `sh -c LINE` (extra words become `$0`, `$1`, ...: pass paths that way,
 /// never spliced into LINE).

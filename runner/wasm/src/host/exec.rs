@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use pipeline_engine::context::CommandOutput;
-use pipeline_engine::exec::{CommandSpec, shell_words};
-use pipeline_engine::stage::StageError;
+use pipeline_stage_api::context::CommandOutput;
+use pipeline_stage_api::exec::{CommandSpec, shell_words};
+use pipeline_stage_api::stage::StageError;
 
 use super::{HostError, HostState, Request};
 

@@ -35,12 +35,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use pipeline_engine::ceph::CephConnection;
-use pipeline_engine::config::Grants;
-use pipeline_engine::context::CommandOutput;
-use pipeline_engine::exec::CommandSpec;
-use pipeline_engine::stage::StageError;
 use pipeline_model::Metric;
+use pipeline_stage_api::ceph::CephConnection;
+use pipeline_stage_api::context::CommandOutput;
+use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::grants::Grants;
+use pipeline_stage_api::stage::StageError;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;

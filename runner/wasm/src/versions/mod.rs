@@ -7,9 +7,9 @@ pub mod v0_1_0;
 
 use std::collections::BTreeMap;
 
-use pipeline_engine::ceph::CephConnection;
-use pipeline_engine::params::{ParamSpec, Params};
-use pipeline_engine::stage::{Action, StageDescription, StageError, StageOutput};
+use pipeline_stage_api::ceph::CephConnection;
+use pipeline_stage_api::params::{ParamSpec, Params};
+use pipeline_stage_api::stage::{Action, StageDescription, StageError, StageOutput};
 use wasmtime::component::Component;
 use wasmtime::{Engine, Store};
 

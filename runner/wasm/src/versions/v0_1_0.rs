@@ -1,13 +1,13 @@
 //! `pipeline:stage@0.1.0`: the generated bindings, the `host` functions, and
 //! conversions between its WIT types and the engine's.
 
-use pipeline_engine::ceph::CephConnection;
-use pipeline_engine::exec::Exit;
-use pipeline_engine::params::{ParamSpec, ParamType, Params};
-use pipeline_engine::stage::{
+use pipeline_model::{Direction, Metric, Series};
+use pipeline_stage_api::ceph::CephConnection;
+use pipeline_stage_api::exec::Exit;
+use pipeline_stage_api::params::{ParamSpec, ParamType, Params};
+use pipeline_stage_api::stage::{
     Action, MetricSpec, OutputSpec, StageDescription, StageError, StageOutput,
 };
-use pipeline_model::{Direction, Metric, Series};
 use serde_json::Value as Json;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store};

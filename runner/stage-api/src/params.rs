@@ -170,7 +170,7 @@ pub fn coerce(ty: &ParamType, value: &Value) -> Result<Value, String> {
             Value::String(s) => Err(format!(
                 "`{s}` is not one of {}{}",
                 values.join(", "),
-                crate::diagnostic::did_you_mean(s, values.iter().map(String::as_str))
+                crate::suggest::did_you_mean(s, values.iter().map(String::as_str))
                     .map(|h| format!("; {h}"))
                     .unwrap_or_default()
             )),

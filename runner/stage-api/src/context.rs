@@ -6,30 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::cancel::CancelToken;
 use crate::ceph::CephConnection;
 use crate::exec::{self, CommandSpec, Exit};
 use crate::hosts::Host;
-use crate::results::{Artifact, CommandRecord};
 use crate::secrets::Redactor;
 use crate::stage::StageError;
-
-/// Something this run created on the cluster (or a host), recorded when it was
-/// created so that cleanup removes exactly these and nothing else.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Resource {
-    /// `pool`, `image`, `objects`, `bucket`, `file`, ...
-    pub kind: String,
-    /// Pool name; `pool/image` for images; the pool for `objects`.
-    pub name: String,
-    /// Instance id of the stage that created it.
-    pub created_by: String,
-    /// Set when a cleanup stage removed it.
-    #[serde(default)]
-    pub removed: bool,
-}
+pub use pipeline_model::{Artifact, CommandRecord, Resource};
 
 /// A command started with [`StageContext::spawn_on`].
 #[derive(Debug)]
@@ -75,7 +58,7 @@ pub struct StageContext<'a> {
     pub run_dir: PathBuf,
     pub ceph: CephConnection,
     /// What the pipeline grants this stage (enforced for WASM plugins).
-    pub grants: crate::config::Grants,
+    pub grants: crate::grants::Grants,
     pub(crate) deadline: Option<Instant>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cancel: CancelToken,
@@ -91,6 +74,54 @@ pub struct StageContext<'a> {
     pub(crate) commands: Vec<CommandRecord>,
     pub(crate) artifacts: Vec<Artifact>,
     pub(crate) redactor: &'a Redactor,
+}
+
+/// What the engine hands a stage instance when it starts it.
+pub struct ContextParts<'a> {
+    pub instance_id: String,
+    pub run_id: String,
+    pub work_dir: PathBuf,
+    pub run_dir: PathBuf,
+    pub ceph: CephConnection,
+    pub grants: crate::grants::Grants,
+    /// When the stage's `timeout:` runs out.
+    pub deadline: Option<Instant>,
+    pub timeout: Option<Duration>,
+    pub cancel: CancelToken,
+    pub progress: &'a (dyn Fn(&str) + Sync),
+    pub host: Host,
+    pub targets: Vec<Host>,
+    pub ledger: &'a mut Vec<Resource>,
+    pub redactor: &'a Redactor,
+}
+
+impl<'a> StageContext<'a> {
+    pub fn new(parts: ContextParts<'a>) -> Self {
+        StageContext {
+            instance_id: parts.instance_id,
+            run_id: parts.run_id,
+            work_dir: parts.work_dir,
+            run_dir: parts.run_dir,
+            ceph: parts.ceph,
+            grants: parts.grants,
+            deadline: parts.deadline,
+            timeout: parts.timeout,
+            cancel: parts.cancel,
+            progress: parts.progress,
+            host: parts.host,
+            targets: parts.targets,
+            pending: 0,
+            ledger: parts.ledger,
+            commands: Vec::new(),
+            artifacts: Vec::new(),
+            redactor: parts.redactor,
+        }
+    }
+
+    /// The commands run and the artifacts written, for the stage's record.
+    pub fn into_records(self) -> (Vec<CommandRecord>, Vec<Artifact>) {
+        (self.commands, self.artifacts)
+    }
 }
 
 impl StageContext<'_> {

@@ -1,0 +1,48 @@
+//! What a pipeline grants a sandboxed (WASM) plugin. Native stages are
+//! trusted code; the grants are enforced by the WASM host.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Capabilities granted to a plugin.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// Programs the plugin may run through the host (by name, e.g. `[ceph, rados]`).
+    #[serde(default)]
+    pub exec: Vec<String>,
+    /// `work`: read and write files in the stage's own work folder.
+    #[serde(default)]
+    pub files: Option<FilesGrant>,
+    /// URL prefixes the plugin may send HTTP requests to (e.g. `http://127.0.0.1:7480/`).
+    #[serde(default)]
+    pub http: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FilesGrant {
+    /// The stage's work folder in the run folder, nothing else.
+    Work,
+}
+
+impl Grants {
+    /// One line for `plan` and the report.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.exec.is_empty() {
+            parts.push(format!("exec [{}]", self.exec.join(", ")));
+        }
+        if self.files.is_some() {
+            parts.push("files: work folder".to_string());
+        }
+        if !self.http.is_empty() {
+            parts.push(format!("http [{}]", self.http.join(", ")));
+        }
+        if parts.is_empty() {
+            "nothing".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The stage API: what every stage, native or WASM, is written against.
+//!
+//! Layers: `pipeline-model` (metrics, results data) → this crate (the
+//! [`stage::Stage`] trait, typed [`params`], the [`context::StageContext`] a
+//! running stage uses, [`exec`] and [`hosts`] for commands, [`ceph`] for the
+//! cluster connection) → the engine, the native stages and the WASM host →
+//! the CLI. Nothing here parses pipelines, renders templates or draws progress.
+
+pub mod cancel;
+pub mod ceph;
+pub mod context;
+pub mod exec;
+pub mod grants;
+pub mod hosts;
+pub mod params;
+pub mod registry;
+pub mod secrets;
+pub mod stage;
+pub mod suggest;
+pub mod typed;
+
+pub use pipeline_model as model;
