@@ -116,8 +116,20 @@ fn add_host_all(merged: &mut StageOutput, hosts: usize, batches: Batches) {
         at_least: 2,
     };
     let all = combine(&merged.metrics, &merged.histograms, parts);
+    // The host=all figure is the headline; where there is none (rates of
+    // hosts in sequential batches), the hosts' own figures stay headlines.
     for m in merged.metrics.iter_mut() {
-        m.headline = false; // the host=all figure is the headline
+        let has_all = all.metrics.iter().any(|a| {
+            a.name == m.name
+                && a.unit == m.unit
+                && a.labels
+                    .iter()
+                    .all(|(k, v)| k == "host" || m.labels.get(k) == Some(v))
+                && a.labels.len() == m.labels.len()
+        });
+        if has_all {
+            m.headline = false;
+        }
     }
     merged.metrics.extend(all.metrics);
     merged.histograms.extend(all.histograms);
@@ -231,6 +243,8 @@ mod tests {
         );
         let merged = merge(two_hosts(), batches).unwrap();
         assert!(find(&merged, "bandwidth", "all").is_none());
+        // Without a host=all figure the hosts' own stay in the summary.
+        assert!(find(&merged, "bandwidth", "a").unwrap().headline);
         assert!(find(&merged, "ops", "all").is_none());
         // Rules that do not assume overlap still apply.
         assert_eq!(all(&merged, "latency_max"), 12.0);
