@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use pipeline_model::{Direction, Metric};
+use pipeline_model::{Aggregate, Direction, Metric};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
@@ -40,6 +40,11 @@ struct Extract {
     /// Multiply the extracted number (unit conversion).
     #[serde(default)]
     scale: Option<f64>,
+    /// How the metric combines across hosts (`sum`, `max`, `min`, `mean`,
+    /// `{mean: {weight: METRIC}}`, `none`); without it, `sum` for a rate
+    /// unit (`.../s`, `IOPS`), else `none`.
+    #[serde(default)]
+    aggregate: Option<Aggregate>,
 }
 
 fn default_source() -> String {
@@ -83,7 +88,7 @@ impl Stage for Exec {
                     "metrics",
                     ParamType::list(ParamType::Map),
                     json!([]),
-                    "Metrics to extract: {name, regex | json_pointer, unit, direction: higher|lower|none, headline, from: stdout|stderr, scale}.",
+                    "Metrics to extract: {name, regex | json_pointer, unit, direction: higher|lower|none, headline, from: stdout|stderr, scale, aggregate: sum|max|min|mean|none}.",
                 ),
             ],
             outputs: vec![
@@ -170,6 +175,9 @@ impl Stage for Exec {
                 e.direction,
             );
             m.headline = e.headline;
+            if let Some(rule) = &e.aggregate {
+                m = m.aggregate(rule.clone());
+            }
             metrics.push(m);
         }
         let mut output = StageOutput {
@@ -220,6 +228,12 @@ fn extracts(params: &Params) -> Vec<Result<Extract, String>> {
                         e.name
                     ));
                 }
+            }
+            if matches!(e.aggregate, Some(Aggregate::Histogram { .. })) {
+                return Err(format!(
+                    "metric `{}`: exec records no histograms, so a `histogram` rule cannot apply",
+                    e.name
+                ));
             }
             if e.from != "stdout" && e.from != "stderr" {
                 return Err(format!("metric `{}`: `from` is stdout or stderr", e.name));

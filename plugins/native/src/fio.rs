@@ -1,16 +1,16 @@
 //! `fio`: run fio jobs, one fio process per client (like one VM per RBD
-//! volume in the field notes), always `--output-format=json`, and report
+//! volume in the field notes), always `--output-format=json+`, and report
 //! read/write IOPS, bandwidth and completion-latency percentiles per client
-//! and summed over clients.
+//! and over all clients (percentiles from the clients' merged histograms).
 //!
 //! Engines: `rbd` (an image per client, created by this run in `pool`),
 //! `rados` (objects in `pool`; fio's rados engine ignores CEPH_CONF, so the
 //! conf is passed explicitly), `libaio` (a file or device given in options).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pipeline_model::{Metric, unit};
+use pipeline_model::combine::{Parts, combine};
+use pipeline_model::{Histogram, Measurement, Metric, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
@@ -47,7 +47,9 @@ fn client_argv(
     client: i64,
     job_file: Option<&str>,
 ) -> Vec<String> {
-    let mut argv = vec!["fio".to_string(), "--output-format=json".to_string()];
+    // json+: the JSON plus each job's latency bins, from which the
+    // percentiles over clients (and hosts) are computed.
+    let mut argv = vec!["fio".to_string(), "--output-format=json+".to_string()];
     let pool = params.str("pool").unwrap_or_default();
     let clientname = ceph
         .name
@@ -224,9 +226,11 @@ impl Stage for Fio {
                     client.index
                 ))
             })?;
-            per_client.push(m.metrics);
+            per_client.push(m);
         }
-        output.metrics = combine_clients(per_client);
+        let combined = combine_clients(per_client);
+        output.metrics = combined.metrics;
+        output.histograms = combined.histograms;
         Ok(output)
     }
 }
@@ -317,47 +321,117 @@ fn render_job_file(text: &str, vars: &[(&str, String)]) -> Result<String, String
     }
 }
 
-/// Labels each client's metrics, and adds totals over clients of the
-/// per-process sums (`job=all`): IOPS and bandwidth add up; for latency the
-/// worst client's figure is kept (a sum or mean of percentiles means nothing).
-fn combine_clients(per_client: Vec<Vec<Metric>>) -> Vec<Metric> {
-    let many = per_client.len() > 1;
-    let mut totals: BTreeMap<String, Metric> = BTreeMap::new();
-    let mut out = Vec::new();
-    for (c, metrics) in per_client.into_iter().enumerate() {
-        for m in metrics {
-            let is_sum = m.labels.get("job").map(String::as_str) == Some("all");
-            if many && is_sum {
-                let additive = m.name.ends_with("_iops") || m.name.ends_with("_bandwidth");
-                totals
-                    .entry(m.name.clone())
-                    .and_modify(|t| {
-                        t.value = if additive {
-                            t.value + m.value
-                        } else {
-                            t.value.max(m.value)
-                        }
-                    })
-                    .or_insert_with(|| m.clone());
-            }
-            let mut m = if many {
-                m.label("client", c.to_string())
-            } else {
-                m
-            };
-            if many {
-                m.headline = false;
-            }
-            out.push(m);
-        }
+/// Labels each client's metrics and histograms, and adds the figures over
+/// all clients of each client's totals (`client=all`, `job=all`) by each
+/// metric's rule: IOPS and bandwidth add up (the clients run at the same
+/// time), percentiles come from the clients' merged latency histograms.
+fn combine_clients(per_client: Vec<Measurement>) -> Measurement {
+    if per_client.len() <= 1 {
+        return per_client.into_iter().next().unwrap_or_default();
     }
-    out.extend(totals.into_values().map(|t| t.label("client", "all")));
+    let mut out = Measurement::default();
+    for (c, m) in per_client.into_iter().enumerate() {
+        let client = c.to_string();
+        out.metrics.extend(
+            m.metrics
+                .into_iter()
+                .map(|m| m.label("client", client.as_str())),
+        );
+        out.histograms.extend(
+            m.histograms
+                .into_iter()
+                .map(|h| h.label("client", client.as_str())),
+        );
+    }
+    let is_total =
+        |labels: &pipeline_model::Labels| labels.get("job").map(String::as_str) == Some("all");
+    let totals: Vec<Metric> = out
+        .metrics
+        .iter()
+        .filter(|m| is_total(&m.labels))
+        .cloned()
+        .collect();
+    let histograms: Vec<Histogram> = out
+        .histograms
+        .iter()
+        .filter(|h| is_total(&h.labels))
+        .cloned()
+        .collect();
+    let clients = Parts {
+        over: "client",
+        concurrent: true,
+        at_least: 2,
+    };
+    let all = combine(&totals, &histograms, clients);
+    for m in out.metrics.iter_mut() {
+        m.headline = false; // the client=all figure is the headline
+    }
+    out.metrics.extend(all.metrics);
+    out.histograms.extend(all.histograms);
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two real json+ outputs as two clients: the `client=all` totals sum
+    /// the rates and take the p99 of the merged latency histograms.
+    #[test]
+    fn clients_combine_by_each_metrics_rule() {
+        let outputs = [
+            include_str!("../../parsers/tests/data/fio-3.33-randrw-jsonplus-local.json"),
+            include_str!("../../parsers/tests/data/fio-3.33-randread-64k-jsonplus-local.json"),
+        ];
+        let per_client: Vec<Measurement> = outputs
+            .iter()
+            .map(|o| pipeline_parsers::fio::parse_json(o).unwrap())
+            .collect();
+        let merged = Histogram::merge(per_client.iter().map(|m| {
+            m.histograms
+                .iter()
+                .find(|h| h.name == "read_clat" && h.labels["job"] == "all")
+                .unwrap()
+        }))
+        .unwrap()
+        .unwrap();
+        let iops: f64 = per_client
+            .iter()
+            .map(|m| {
+                m.metrics
+                    .iter()
+                    .find(|x| x.name == "read_iops" && x.labels["job"] == "all")
+                    .unwrap()
+                    .value
+            })
+            .sum();
+        let out = combine_clients(per_client);
+        let all = |name: &str| {
+            out.metrics
+                .iter()
+                .find(|m| {
+                    m.name == name && m.labels.get("client").map(String::as_str) == Some("all")
+                })
+                .unwrap()
+        };
+        assert_eq!(all("read_iops").value, iops);
+        assert!(all("read_iops").headline);
+        assert_eq!(
+            all("read_clat_p99").value,
+            merged.value_at_quantile(0.99).unwrap() / 1000.0
+        );
+        assert_eq!(
+            all("read_clat_p99").combination().as_deref(),
+            Some("p99 of merged histograms of 2 clients")
+        );
+        assert!(
+            out.metrics
+                .iter()
+                .filter(|m| m.headline)
+                .all(|m| m.labels["client"] == "all")
+        );
+        assert!(out.histograms.iter().any(|h| h.labels["client"] == "all"));
+    }
 
     #[test]
     fn job_file_placeholders() {

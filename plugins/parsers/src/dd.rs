@@ -14,7 +14,7 @@
 
 use std::sync::LazyLock;
 
-use pipeline_model::{Direction, Measurement, Metric, unit};
+use pipeline_model::{Aggregate, Direction, Measurement, Metric, unit};
 use regex::Regex;
 
 use crate::error::ParseError;
@@ -60,9 +60,11 @@ pub fn parse(text: &str) -> Result<Measurement, ParseError> {
         .filter(|s| *s >= 0.0)
         .ok_or_else(|| ParseError::bad_line(TOOL, expected, idx, line))?;
 
+    // Across hosts: the bytes copied add up (a count of work done); the
+    // elapsed times do not combine (each host's own copy).
     let mut metrics = vec![
-        Metric::new("bytes", bytes, unit::BYTES, Direction::None),
-        Metric::new("elapsed", secs, unit::SECONDS, Direction::None),
+        Metric::new("bytes", bytes, unit::BYTES, Direction::None).aggregate(Aggregate::Sum),
+        Metric::new("elapsed", secs, unit::SECONDS, Direction::None).aggregate(Aggregate::None),
     ];
     // A zero-second copy (dd rounds very short runs) has no meaningful rate.
     if secs > 0.0 {
@@ -73,11 +75,12 @@ pub fn parse(text: &str) -> Result<Measurement, ParseError> {
                 unit::BYTES_PER_S,
                 Direction::Higher,
             )
+            .aggregate(Aggregate::Sum)
             .headline(),
         );
     }
     Ok(Measurement {
         metrics,
-        series: Vec::new(),
+        ..Measurement::default()
     })
 }

@@ -29,7 +29,7 @@ pub const FORMATS: &[(&str, &str)] = &[
     ),
     (
         "fio-json",
-        "fio --output-format=json output (non-JSON lines before it are skipped)",
+        "fio --output-format=json or json+ output (non-JSON lines before it are skipped)",
     ),
     (
         "dd",

@@ -11,6 +11,9 @@
 //! and `op_size` from the `bench  type write io_size 4096 …` header, whose
 //! `type` also becomes the label `mode`; series `iops` and `bandwidth`.
 //!
+//! Rules across hosts: `iops`, `bandwidth` and `ops` add up; `elapsed` and
+//! `op_size` do not combine.
+//!
 //! `--io-type readwrite` adds `read_ops: …` and `write_ops: …` lines, which
 //! become the same metrics labelled `op=read` / `op=write`. The `bandwidth`
 //! figure is the printed rate converted to B/s, so it carries the printed
@@ -18,7 +21,7 @@
 
 use std::sync::LazyLock;
 
-use pipeline_model::{Direction, Measurement, Metric, Series, unit};
+use pipeline_model::{Aggregate, Direction, Measurement, Metric, Series, unit};
 use regex::{Captures, Regex};
 
 use crate::error::ParseError;
@@ -119,21 +122,28 @@ pub fn parse(text: &str) -> Result<Measurement, ParseError> {
             text,
         ));
     };
+    let iops_metric =
+        |r| Metric::new("iops", r, unit::OPS_PER_S, Direction::Higher).aggregate(Aggregate::Sum);
+    let bandwidth_metric = |b| {
+        Metric::new("bandwidth", b, unit::BYTES_PER_S, Direction::Higher).aggregate(Aggregate::Sum)
+    };
+    let op_count =
+        |n| Metric::new("ops", n, unit::COUNT, Direction::None).aggregate(Aggregate::Sum);
     let mut metrics = vec![
-        Metric::new("iops", r, unit::OPS_PER_S, Direction::Higher).headline(),
-        Metric::new("bandwidth", b, unit::BYTES_PER_S, Direction::Higher).headline(),
-        Metric::new("elapsed", elapsed, unit::SECONDS, Direction::None),
-        Metric::new("ops", ops, unit::COUNT, Direction::None),
+        iops_metric(r).headline(),
+        bandwidth_metric(b).headline(),
+        Metric::new("elapsed", elapsed, unit::SECONDS, Direction::None).aggregate(Aggregate::None),
+        op_count(ops),
     ];
     if let Some(size) = op_size {
-        metrics.push(Metric::new("op_size", size, unit::BYTES, Direction::None));
+        metrics.push(
+            Metric::new("op_size", size, unit::BYTES, Direction::None).aggregate(Aggregate::None),
+        );
     }
     for (op, ops, r, b) in per_op {
-        metrics.push(Metric::new("iops", r, unit::OPS_PER_S, Direction::Higher).label("op", &op));
-        metrics.push(
-            Metric::new("bandwidth", b, unit::BYTES_PER_S, Direction::Higher).label("op", &op),
-        );
-        metrics.push(Metric::new("ops", ops, unit::COUNT, Direction::None).label("op", &op));
+        metrics.push(iops_metric(r).label("op", &op));
+        metrics.push(bandwidth_metric(b).label("op", &op));
+        metrics.push(op_count(ops).label("op", &op));
     }
     let mut series: Vec<Series> = [iops, bandwidth]
         .into_iter()
@@ -147,7 +157,11 @@ pub fn parse(text: &str) -> Result<Measurement, ParseError> {
             s.labels.insert("mode".into(), mode.clone());
         }
     }
-    Ok(Measurement { metrics, series })
+    Ok(Measurement {
+        metrics,
+        series,
+        histograms: Vec::new(),
+    })
 }
 
 #[cfg(test)]

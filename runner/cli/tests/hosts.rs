@@ -400,6 +400,29 @@ fn multi_host_example_runs() {
         "read_iops",
         &[("host", "all"), ("test", "fio-randread")]
     ));
+    // fio's percentiles over both hosts come from their merged latency
+    // histograms (json+ bins), which are kept next to the hosts' own.
+    let disk = stages.iter().find(|s| s["id"] == "disk").unwrap();
+    let p99 = disk["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| {
+            m["name"] == "read_clat_p99"
+                && m["labels"]["host"] == "all"
+                && m["labels"]["test"] == "fio-randread"
+        })
+        .unwrap();
+    assert_eq!(
+        p99["aggregate"],
+        json!({"histogram": {"name": "read_clat", "quantile": 0.99}})
+    );
+    assert!(disk["histograms"].as_array().unwrap().iter().any(|h| {
+        h["name"] == "read_clat"
+            && h["labels"]["host"] == "all"
+            && h["labels"]["test"] == "fio-randread"
+    }));
+    assert_eq!(disk["notes"], Value::Null, "{:#}", disk["notes"]);
     assert!(has(
         "network",
         "bits_per_second",
@@ -413,4 +436,114 @@ fn multi_host_example_runs() {
     assert!(report.contains("bits_per_second"), "{report}");
     drop(sshd);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An `exec` stage on node1 and node2, `parallel` hosts at a time, reporting
+/// a rate (200 MB/s on node1, 300 MB/s on node2: the last octet of the
+/// address the host was reached at) and a latency declared `max`.
+fn run_rates(sshd: &Sshd, parallel: u32) -> (Value, String) {
+    let dir = common::temp_dir(&format!("hosts-batches-{parallel}"));
+    let yaml = format!(
+        r#"name: batches
+stages:
+  - id: rate
+    uses: exec
+    on: osds
+    parallel: {parallel}
+    with:
+      shell: 'set -- $SSH_CONNECTION; echo "${{3##*.}}00"'
+      metrics:
+        - {{name: rate, regex: '(\d+)', unit: MB/s, direction: higher, headline: true}}
+        - {{name: latency, regex: '(\d+)', unit: ms, direction: lower, aggregate: max}}
+{}"#,
+        sshd.inventory_yaml()
+    );
+    let file = dir.join("batches.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let run_dir = dir.join("run");
+    let out = common::pipeline(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (results["stages"][0].clone(), report)
+}
+
+/// `(host, value)` of every metric named `name`.
+fn values_of(stage: &Value, name: &str) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = stage["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"] == name)
+        .map(|m| {
+            (
+                m["labels"]["host"].as_str().unwrap().to_string(),
+                m["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+fn pairs(v: &[(&str, f64)]) -> Vec<(String, f64)> {
+    v.iter().map(|(h, x)| (h.to_string(), *x)).collect()
+}
+
+/// Rates of hosts that ran one after the other (`parallel: 1`) were measured
+/// over different windows: host=all does not sum them, and the stage says
+/// why. With both hosts at once (`parallel: 2`) it does.
+#[test]
+fn host_all_sums_rates_only_of_hosts_that_ran_together() {
+    let sshd = Sshd::start();
+
+    let (sequential, report) = run_rates(&sshd, 1);
+    assert_eq!(sequential["status"], "succeeded", "{sequential:#}");
+    assert_eq!(
+        values_of(&sequential, "rate"),
+        pairs(&[("node1", 200.0), ("node2", 300.0)])
+    );
+    assert_eq!(
+        sequential["notes"],
+        json!([
+            "the 2 hosts ran in 2 sequential batches of `parallel: 1`, so rates were not \
+             summed into host=all (rate)"
+        ])
+    );
+    // A maximum does not assume the hosts overlapped.
+    assert_eq!(
+        values_of(&sequential, "latency"),
+        pairs(&[("all", 300.0), ("node1", 200.0), ("node2", 300.0)])
+    );
+    assert!(report.contains("max of 2 hosts"), "{report}");
+    assert!(!report.contains("sum of 2 hosts"), "{report}");
+
+    let (together, report) = run_rates(&sshd, 2);
+    assert_eq!(
+        values_of(&together, "rate"),
+        pairs(&[("all", 500.0), ("node1", 200.0), ("node2", 300.0)])
+    );
+    let all = together["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "rate" && m["labels"]["host"] == "all")
+        .unwrap();
+    assert_eq!(all["aggregate"], "sum");
+    assert_eq!(all["combined"], json!({"over": "host", "count": 2}));
+    assert_eq!(together["notes"], Value::Null);
+    assert!(
+        report.contains("| rate | host=all (sum of 2 hosts) | 500 |"),
+        "{report}"
+    );
+    drop(sshd);
 }

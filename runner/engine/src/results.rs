@@ -5,14 +5,17 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use pipeline_model::Metric;
+use pipeline_model::{Histogram, Metric};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use pipeline_model::{Artifact, CommandRecord, Resource};
 
 pub const RESULTS_FILE: &str = "results.json";
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: metrics declare `aggregate` (their rule across hosts) and may carry
+/// `combined`; stages may have `histograms`. Version 1 files still load (a
+/// missing `aggregate` is inferred from the unit).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RunResults {
@@ -145,6 +148,10 @@ pub struct StageRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     pub metrics: Vec<Metric>,
+    /// Distributions (HDR histograms) that `histogram` rules of the metrics
+    /// refer to, e.g. latencies per host and merged over hosts (`host=all`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histograms: Vec<Histogram>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

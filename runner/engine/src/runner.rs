@@ -242,6 +242,7 @@ impl Runner<'_> {
             continue_on_error: stage.continue_on_error,
             notes: Vec::new(),
             metrics: Vec::new(),
+            histograms: Vec::new(),
             outputs: BTreeMap::new(),
             artifacts: Vec::new(),
             commands: Vec::new(),
@@ -378,7 +379,8 @@ impl Runner<'_> {
                     results.push((run.host, run.outcome));
                 }
             }
-            (crate::fanout::merge(results), commands, artifacts)
+            let batches = crate::fanout::Batches::new(stage.targets.len(), stage.parallel);
+            (crate::fanout::merge(results, batches), commands, artifacts)
         } else {
             let mut ledger = std::mem::take(&mut self.ledger);
             let run = job.run(crate::hosts::Host::local(), work_dir.clone(), &mut ledger);
@@ -410,6 +412,7 @@ impl Runner<'_> {
                 }
                 self.results.environment.extend(output.environment.clone());
                 record.metrics = output.metrics;
+                record.histograms = output.histograms;
                 record.outputs = output.outputs;
                 record.notes = output.notes;
                 if let Some(reason) = output.skipped {

@@ -11,7 +11,13 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod aggregate;
+pub mod combine;
+pub mod histogram;
 pub mod unit;
+
+pub use aggregate::Aggregate;
+pub use histogram::{Histogram, HistogramError};
 
 /// Whether a larger value of a metric is an improvement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -31,7 +37,7 @@ pub type Labels = BTreeMap<String, String>;
 
 /// One measured figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "StoredMetric")]
 pub struct Metric {
     /// Stable, machine-friendly name, e.g. `bandwidth`, `iops_avg`, `clat_p99`.
     pub name: String,
@@ -44,9 +50,77 @@ pub struct Metric {
     /// Shown in the report's summary table.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub headline: bool,
+    /// How the metric combines across hosts (see [`aggregate`]).
+    pub aggregate: Aggregate,
+    /// Set on a figure computed from others (the `host=all` row): `aggregate`
+    /// is the rule that computed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub combined: Option<Combined>,
+}
+
+/// What a combined figure was computed from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Combined {
+    /// The label that told the parts apart (`host`, `client`, `job`); the
+    /// combined figure has it set to `all`.
+    pub over: String,
+    /// How many parts' values it combined.
+    pub count: usize,
+}
+
+/// One measured figure, as results.json stores it.
+///
+/// `aggregate` is how the metric combines across hosts. Files written before
+/// it existed (schema version 1) lack it; it is then inferred from the unit:
+/// rates (`.../s`, `IOPS`) `sum`, anything else `none`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StoredMetric {
+    /// Stable, machine-friendly name, e.g. `bandwidth`, `iops_avg`, `clat_p99`.
+    name: String,
+    value: f64,
+    /// Unit of `value`, e.g. `B/s`, `IOPS`, `us`, `count`.
+    unit: String,
+    direction: Direction,
+    #[serde(default)]
+    labels: Labels,
+    /// Shown in the report's summary table.
+    #[serde(default)]
+    headline: bool,
+    /// How the metric combines across hosts: `sum` (rates of hosts that ran
+    /// at the same time), `max`, `min`, `mean` (optionally weighted:
+    /// `{"mean": {"weight": "ops"}}`), a quantile of the merged histogram
+    /// (`{"histogram": {"name": "read_clat", "quantile": 0.99}}`) or `none`.
+    /// When absent: `sum` for rates (`.../s`, `IOPS`), else `none`.
+    #[serde(default)]
+    aggregate: Option<Aggregate>,
+    /// Set on a figure computed from others (the `host=all` row): over which
+    /// label and how many values; `aggregate` is the rule that computed it.
+    #[serde(default)]
+    combined: Option<Combined>,
+}
+
+impl From<StoredMetric> for Metric {
+    fn from(m: StoredMetric) -> Self {
+        Metric {
+            aggregate: m
+                .aggregate
+                .unwrap_or_else(|| Aggregate::inferred_from_unit(&m.unit)),
+            name: m.name,
+            value: m.value,
+            unit: m.unit,
+            direction: m.direction,
+            labels: m.labels,
+            headline: m.headline,
+            combined: m.combined,
+        }
+    }
 }
 
 impl Metric {
+    /// A metric whose rule is, until [`Metric::aggregate`] declares one,
+    /// inferred from the unit: `sum` for rates, else `none`.
     pub fn new(name: impl Into<String>, value: f64, unit: &str, direction: Direction) -> Self {
         Metric {
             name: name.into(),
@@ -55,7 +129,21 @@ impl Metric {
             direction,
             labels: Labels::new(),
             headline: false,
+            aggregate: Aggregate::inferred_from_unit(unit),
+            combined: None,
         }
+    }
+
+    /// Declares how the metric combines across hosts (builder style).
+    pub fn aggregate(mut self, rule: Aggregate) -> Self {
+        self.aggregate = rule;
+        self
+    }
+
+    /// For a combined figure: how it was computed, e.g. `sum of 2 hosts`.
+    pub fn combination(&self) -> Option<String> {
+        let c = self.combined.as_ref()?;
+        Some(self.aggregate.describe(&c.over, c.count))
     }
 
     /// Adds a label (builder style).
@@ -115,6 +203,9 @@ pub struct Measurement {
     pub metrics: Vec<Metric>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<Series>,
+    /// Distributions the `histogram` rules of `metrics` refer to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histograms: Vec<Histogram>,
 }
 
 /// Something this run created on the cluster (or a host), recorded when it was
@@ -151,4 +242,35 @@ pub struct CommandRecord {
     /// Raw output files, relative to the run folder.
     pub stdout: String,
     pub stderr: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_without_a_rule_read_as_version_1_files_behave() {
+        let rate = r#"{"name":"bw","value":1.0,"unit":"MiB/s","direction":"higher"}"#;
+        let latency = r#"{"name":"lat","value":1.0,"unit":"s","direction":"lower"}"#;
+        let rate: Metric = serde_json::from_str(rate).unwrap();
+        let latency: Metric = serde_json::from_str(latency).unwrap();
+        assert_eq!(rate.aggregate, Aggregate::Sum);
+        assert_eq!(latency.aggregate, Aggregate::None);
+        let unknown = r#"{"name":"x","value":1.0,"unit":"s","direction":"lower","agg":"sum"}"#;
+        assert!(serde_json::from_str::<Metric>(unknown).is_err());
+    }
+
+    #[test]
+    fn the_rule_is_written_and_read_back() {
+        let m = Metric::new("latency_avg", 0.5, unit::SECONDS, Direction::Lower)
+            .aggregate(Aggregate::mean_weighted_by("ops"))
+            .label("mode", "write");
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(
+            text.contains(r#""aggregate":{"mean":{"weight":"ops"}}"#),
+            "{text}"
+        );
+        assert!(!text.contains("combined"), "{text}");
+        assert_eq!(serde_json::from_str::<Metric>(&text).unwrap(), m);
+    }
 }

@@ -13,3 +13,37 @@ pub const MICROSECONDS: &str = "us";
 pub const NANOSECONDS: &str = "ns";
 pub const COUNT: &str = "count";
 pub const PERCENT: &str = "%";
+
+/// Nanoseconds in one of a time unit (whole numbers, so that the factors
+/// between units are exact).
+fn nanoseconds(unit: &str) -> Option<f64> {
+    match unit {
+        SECONDS => Some(1e9),
+        MILLISECONDS => Some(1e6),
+        MICROSECONDS => Some(1e3),
+        NANOSECONDS => Some(1.0),
+        _ => None,
+    }
+}
+
+/// The factor that turns a value in `from` into one in `to`: 1 for the same
+/// unit, a power of ten between the time units; `None` for anything else.
+pub fn factor(from: &str, to: &str) -> Option<f64> {
+    if from == to {
+        return Some(1.0);
+    }
+    Some(nanoseconds(from)? / nanoseconds(to)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_factors() {
+        assert_eq!(factor(NANOSECONDS, MICROSECONDS), Some(1e-3));
+        assert_eq!(factor(SECONDS, MILLISECONDS), Some(1e3));
+        assert_eq!(factor("B/s", "B/s"), Some(1.0));
+        assert_eq!(factor(NANOSECONDS, BYTES), None);
+    }
+}

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use pipeline_model::{Metric, Series};
+use pipeline_model::{Histogram, Metric, Series};
 use serde::Serialize;
 
 use crate::context::StageContext;
@@ -110,6 +110,9 @@ pub struct StageOutput {
     pub metrics: Vec<Metric>,
     /// Saved by the engine as JSON artifacts next to the raw outputs.
     pub series: Vec<Series>,
+    /// Distributions the `histogram` rules of `metrics` refer to (stored in
+    /// results.json).
+    pub histograms: Vec<Histogram>,
     pub outputs: BTreeMap<String, serde_json::Value>,
     /// Facts about the system under test (cluster versions, `ceph df`, ...):
     /// merged into the results' `environment` section.

@@ -2,7 +2,7 @@
 //! (versions, status, OSD tree, capacity, pools) so that a later run knows
 //! what it is compared against.
 
-use pipeline_model::{Direction, Metric, unit};
+use pipeline_model::{Aggregate, Direction, Metric, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
 use pipeline_stage_api::stage::{
@@ -94,9 +94,10 @@ impl Stage for CephInfo {
         if let Some(up) =
             num(status, "/osdmap/num_up_osds").or_else(|| num(status, "/osdmap/osdmap/num_up_osds"))
         {
-            output
-                .metrics
-                .push(Metric::new("osds_up", up, unit::COUNT, Direction::None));
+            output.metrics.push(
+                // A state of the cluster, not work done: never summed.
+                Metric::new("osds_up", up, unit::COUNT, Direction::None).aggregate(Aggregate::None),
+            );
         }
         let df = &output.environment["ceph df"];
         for (name, pointer) in [
@@ -104,9 +105,9 @@ impl Stage for CephInfo {
             ("raw_bytes_used", "/stats/total_used_raw_bytes"),
         ] {
             if let Some(v) = num(df, pointer) {
-                output
-                    .metrics
-                    .push(Metric::new(name, v, unit::BYTES, Direction::None));
+                output.metrics.push(
+                    Metric::new(name, v, unit::BYTES, Direction::None).aggregate(Aggregate::None),
+                );
             }
         }
         if params.bool("require_health_ok") == Some(true) && health != "HEALTH_OK" {

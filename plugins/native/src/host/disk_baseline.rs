@@ -16,7 +16,7 @@
 use std::path::{Component, Path};
 use std::time::Duration;
 
-use pipeline_model::{Metric, unit};
+use pipeline_model::{Measurement, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
@@ -113,7 +113,8 @@ impl Settings {
                 let (rw, bs) = fio_job(test);
                 CommandSpec::new(vec![
                     "fio".into(),
-                    "--output-format=json".into(),
+                    // json+: with latency bins, for percentiles over hosts.
+                    "--output-format=json+".into(),
                     format!("--name={test}"),
                     format!("--filename={path}"),
                     "--ioengine=libaio".into(),
@@ -345,7 +346,9 @@ impl Stage for DiskBaseline {
             } else {
                 Ok(())
             };
-            output.metrics.extend(measured?);
+            let measured = measured?;
+            output.metrics.extend(measured.metrics);
+            output.histograms.extend(measured.histograms);
             removed?;
         }
         Ok(output)
@@ -399,15 +402,16 @@ fn resolve(
     }
 }
 
-/// Runs the selected tests on one target; metrics labelled test= and target=.
+/// Runs the selected tests on one target; metrics and histograms labelled
+/// test= and target=.
 fn measure(
     ctx: &mut StageContext,
     s: &Settings,
     target: &str,
     resolved: &Resolved,
-) -> Result<Vec<Metric>, StageError> {
+) -> Result<Measurement, StageError> {
     let host = ctx.host.clone();
-    let mut metrics = Vec::new();
+    let mut measured = Measurement::default();
     // dd-read of a new file needs data to read: lay it out (not measured).
     if resolved.created_file
         && s.tests.iter().any(|t| t == "dd-read")
@@ -427,39 +431,60 @@ fn measure(
             fio_metrics(test, &out.stdout)
         }
         .map_err(|e| StageError::failed(format!("{test} on {target}: {e}")))?;
-        metrics.extend(
+        measured.metrics.extend(
             found
+                .metrics
                 .into_iter()
                 .map(|m| m.label("test", test.as_str()).label("target", target)),
         );
+        measured.histograms.extend(
+            found
+                .histograms
+                .into_iter()
+                .map(|h| h.label("test", test.as_str()).label("target", target)),
+        );
     }
-    Ok(metrics)
+    Ok(measured)
 }
 
 /// dd's summary (stderr): bandwidth is the headline.
-fn dd_metrics(stderr: &str) -> Result<Vec<Metric>, String> {
-    let m = pipeline_parsers::dd::parse(stderr).map_err(|e| e.to_string())?;
-    Ok(m.metrics)
+fn dd_metrics(stderr: &str) -> Result<Measurement, String> {
+    pipeline_parsers::dd::parse(stderr).map_err(|e| e.to_string())
 }
 
-/// fio's totals (`job=all`, the label dropped: one job per test); the
-/// headline is the 4k random IOPS.
-fn fio_metrics(test: &str, stdout: &str) -> Result<Vec<Metric>, String> {
+/// fio's totals (`job=all`, the label dropped: one job per test) and their
+/// latency histograms; the headline is the 4k random IOPS.
+fn fio_metrics(test: &str, stdout: &str) -> Result<Measurement, String> {
     let m = pipeline_parsers::fio::parse_json(stdout).map_err(|e| e.to_string())?;
     let headline = match test {
         "fio-randread" => Some("read_iops"),
         "fio-randwrite" => Some("write_iops"),
         _ => None,
     };
-    Ok(m.metrics
-        .into_iter()
-        .filter(|m| m.labels.get("job").map(String::as_str) == Some("all"))
-        .map(|mut m| {
-            m.labels.remove("job");
-            m.headline = Some(m.name.as_str()) == headline;
-            m
-        })
-        .collect())
+    let is_total =
+        |labels: &pipeline_model::Labels| labels.get("job").map(String::as_str) == Some("all");
+    Ok(Measurement {
+        metrics: m
+            .metrics
+            .into_iter()
+            .filter(|m| is_total(&m.labels))
+            .map(|mut m| {
+                m.labels.remove("job");
+                m.headline = Some(m.name.as_str()) == headline;
+                m
+            })
+            .collect(),
+        histograms: m
+            .histograms
+            .into_iter()
+            .filter(|h| is_total(&h.labels))
+            .map(|mut h| {
+                h.labels.remove("job");
+                h
+            })
+            .collect(),
+        ..Measurement::default()
+    })
 }
 
 fn remove(ctx: &mut StageContext, target: &str, path: &str) -> Result<(), StageError> {
@@ -558,7 +583,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             fio.command.as_ref().unwrap().join(" "),
-            "fio --output-format=json --name=fio-randread --filename=FILE --ioengine=libaio \
+            "fio --output-format=json+ --name=fio-randread --filename=FILE --ioengine=libaio \
              --direct=1 --rw=randread --bs=4k --iodepth=32 --size=268435456 --runtime=5 --time_based=1"
         );
     }
@@ -587,16 +612,26 @@ mod tests {
     #[test]
     fn metrics_from_real_outputs() {
         let dd = dd_metrics(&fixture("dd-coreutils-write-local.txt")).unwrap();
-        let bw = dd.iter().find(|m| m.name == "bandwidth").unwrap();
+        let bw = dd.metrics.iter().find(|m| m.name == "bandwidth").unwrap();
         assert!(bw.headline && bw.value > 0.0 && bw.unit == "B/s");
         let fio = fio_metrics("fio-randread", &fixture("fio-3.33-randread-local.json")).unwrap();
-        assert!(fio.iter().all(|m| !m.labels.contains_key("job")));
+        assert!(fio.metrics.iter().all(|m| !m.labels.contains_key("job")));
         let heads: Vec<&str> = fio
+            .metrics
             .iter()
             .filter(|m| m.headline)
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(heads, ["read_iops"]);
         assert!(fio_metrics("fio-randread", &fixture("fio-3.33-job-error-local.json")).is_err());
+        // json+: the totals' latency histograms come along, without `job`.
+        let fio = fio_metrics(
+            "fio-randread",
+            &fixture("fio-3.33-randread-64k-jsonplus-local.json"),
+        )
+        .unwrap();
+        let names: Vec<&str> = fio.histograms.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["read_clat"]);
+        assert!(fio.histograms[0].labels.is_empty());
     }
 }

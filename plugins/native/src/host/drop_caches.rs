@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use pipeline_model::{Direction, Metric, unit};
+use pipeline_model::{Aggregate, Direction, Metric, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
@@ -89,12 +89,16 @@ impl Stage for DropCaches {
         let out = ctx.run("drop-caches", &spec)?;
         if out.success() {
             return Ok(StageOutput {
-                metrics: vec![Metric::new(
-                    "duration",
-                    out.elapsed.as_secs_f64(),
-                    unit::SECONDS,
-                    Direction::None,
-                )],
+                // Each host's own duration: does not combine across hosts.
+                metrics: vec![
+                    Metric::new(
+                        "duration",
+                        out.elapsed.as_secs_f64(),
+                        unit::SECONDS,
+                        Direction::None,
+                    )
+                    .aggregate(Aggregate::None),
+                ],
                 ..Default::default()
             });
         }

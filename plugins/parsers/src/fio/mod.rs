@@ -1,9 +1,17 @@
-//! fio's `--output-format=json` output.
+//! fio's `--output-format=json` and `json+` output.
 //!
 //! Metrics per job (label `job` = the job name) and over all jobs (label
 //! `job=all`, the headline figures), for each of `read` and `write` that did
-//! any I/O: `{dir}_iops`, `{dir}_bandwidth` (B/s), `{dir}_clat_mean` and
-//! `{dir}_clat_p50`/`_p90`/`_p99`/`_p99_9` (microseconds).
+//! any I/O: `{dir}_iops`, `{dir}_bandwidth` (B/s), `{dir}_ios` (I/Os
+//! completed), `{dir}_clat_mean` and `{dir}_clat_p50`/`_p90`/`_p99`/`_p99_9`
+//! (microseconds).
+//!
+//! json+ adds fio's latency bins, which become the histogram `{dir}_clat`
+//! (ns) of each job: the percentiles then declare the `histogram` rule, and
+//! the `job=all` percentiles of several jobs come from their merged
+//! histogram. Plain json has no bins: the percentiles declare `none`, and
+//! there are no `job=all` percentiles over several jobs (a percentile of
+//! percentiles means nothing).
 //!
 //! fio prints warnings and errors (`fio: pid=0, err=22/…`) before the JSON
 //! on the same stream; they are skipped. A job whose `error` is non-zero
@@ -11,12 +19,13 @@
 
 mod direction;
 
-use pipeline_model::{Direction, Measurement, Metric, unit};
+use pipeline_model::combine::{Parts, combine};
+use pipeline_model::{Aggregate, Direction, Histogram, Measurement, Metric, unit};
 use serde_json::Value;
 
 use crate::error::ParseError;
 use crate::scan::{json_document, json_number};
-use direction::{DirStats, PERCENTILES};
+use direction::DirStats;
 
 const TOOL: &str = "fio";
 const DIRECTIONS: [&str; 2] = ["read", "write"];
@@ -43,20 +52,19 @@ pub fn parse_json(text: &str) -> Result<Measurement, ParseError> {
 
     let names = labels(jobs);
     let mut metrics = Vec::new();
+    let mut histograms = Vec::new();
     for dir in DIRECTIONS {
-        let per_job: Vec<(&str, DirStats)> = jobs
-            .iter()
-            .zip(&names)
-            .filter_map(|(job, name)| Some((name.as_str(), direction::read(job.get(dir)?)?)))
-            .collect();
-        if per_job.is_empty() {
-            continue;
+        for (job, name) in jobs.iter().zip(&names) {
+            let Some(stats) = job.get(dir).and_then(direction::read) else {
+                continue;
+            };
+            // Bins that do not make a histogram are as good as none.
+            let histogram = stats.clat_bins_ns.as_ref().and_then(|bins| {
+                Histogram::from_counts(clat_histogram(dir), unit::NANOSECONDS, bins.clone()).ok()
+            });
+            metrics.extend(direction_metrics(dir, &stats, name, histogram.is_some()));
+            histograms.extend(histogram.map(|h| h.label("job", name.as_str())));
         }
-        for (name, stats) in &per_job {
-            metrics.extend(direction_metrics(dir, stats, name, false));
-        }
-        let all = sum(per_job.iter().map(|(_, s)| s));
-        metrics.extend(direction_metrics(dir, &all, "all", true));
     }
     if metrics.is_empty() {
         return Err(ParseError::missing(
@@ -65,10 +73,40 @@ pub fn parse_json(text: &str) -> Result<Measurement, ParseError> {
             text,
         ));
     }
+    // The jobs of one fio process run at the same time (fio's `stonewall`
+    // would serialize them, which the benchmark stages do not use). A
+    // direction only one job did is copied: that job's figures are all.
+    let jobs = Parts {
+        over: "job",
+        concurrent: true,
+        at_least: 1,
+    };
+    let all = combine(&metrics, &histograms, jobs);
+    metrics.extend(all.metrics.into_iter().map(|m| {
+        if is_headline(&m.name) {
+            m.headline()
+        } else {
+            m
+        }
+    }));
+    histograms.extend(all.histograms);
     Ok(Measurement {
         metrics,
         series: Vec::new(),
+        histograms,
     })
+}
+
+/// The name of the completion-latency histogram of `dir`.
+fn clat_histogram(dir: &str) -> String {
+    format!("{dir}_clat")
+}
+
+/// The `job=all` figures in the report's summary.
+fn is_headline(name: &str) -> bool {
+    ["_iops", "_bandwidth", "_clat_mean", "_clat_p99"]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
 }
 
 fn job_name(job: &Value) -> &str {
@@ -94,44 +132,16 @@ fn labels(jobs: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// The figures over all jobs: IOPS and bandwidth add up; the latency mean
-/// is the mean over all I/Os (weighted by each job's I/O count). fio's JSON
-/// has no merged latency histogram, so a summed percentile is the maximum
-/// of the jobs' percentiles: an upper bound of the true percentile.
-fn sum<'a>(stats: impl Iterator<Item = &'a DirStats> + Clone) -> DirStats {
-    let with_mean = stats
-        .clone()
-        .filter_map(|s| s.clat_mean_us.map(|m| (s.ios, m)));
-    let weight: f64 = with_mean.clone().map(|(w, _)| w).sum();
-    let clat_mean_us = (weight > 0.0).then(|| with_mean.map(|(w, m)| w * m).sum::<f64>() / weight);
-    let clat_pct_us = PERCENTILES
-        .iter()
-        .filter_map(|(_, suffix)| {
-            stats
-                .clone()
-                .filter_map(|s| {
-                    s.clat_pct_us
-                        .iter()
-                        .find(|(k, _)| k == suffix)
-                        .map(|(_, v)| *v)
-                })
-                .reduce(f64::max)
-                .map(|v| (*suffix, v))
-        })
-        .collect();
-    DirStats {
-        ios: stats.clone().map(|s| s.ios).sum(),
-        iops: stats.clone().map(|s| s.iops).sum(),
-        bw_bytes: stats.map(|s| s.bw_bytes).sum(),
-        clat_mean_us,
-        clat_pct_us,
-    }
-}
-
-fn direction_metrics(dir: &str, s: &DirStats, job: &str, headline: bool) -> Vec<Metric> {
-    let metric = |name: String, value: f64, unit: &str, direction: Direction, top: bool| {
-        let m = Metric::new(name, value, unit, direction).label("job", job);
-        if headline && top { m.headline() } else { m }
+/// One job's metrics of one direction. Rules: rates and the I/O count add
+/// up; the mean latency is weighted by the I/O count (a mean over all I/Os);
+/// a percentile is taken from the merged histogram when fio gave its bins
+/// (`has_histogram`), else it does not combine.
+fn direction_metrics(dir: &str, s: &DirStats, job: &str, has_histogram: bool) -> Vec<Metric> {
+    let ios = format!("{dir}_ios");
+    let metric = |name: String, value: f64, unit: &str, direction: Direction, rule: Aggregate| {
+        Metric::new(name, value, unit, direction)
+            .aggregate(rule)
+            .label("job", job)
     };
     let mut out = vec![
         metric(
@@ -139,14 +149,21 @@ fn direction_metrics(dir: &str, s: &DirStats, job: &str, headline: bool) -> Vec<
             s.iops,
             unit::OPS_PER_S,
             Direction::Higher,
-            true,
+            Aggregate::Sum,
         ),
         metric(
             format!("{dir}_bandwidth"),
             s.bw_bytes,
             unit::BYTES_PER_S,
             Direction::Higher,
-            true,
+            Aggregate::Sum,
+        ),
+        metric(
+            ios.clone(),
+            s.ios,
+            unit::COUNT,
+            Direction::None,
+            Aggregate::Sum,
         ),
     ];
     if let Some(mean) = s.clat_mean_us {
@@ -155,17 +172,20 @@ fn direction_metrics(dir: &str, s: &DirStats, job: &str, headline: bool) -> Vec<
             mean,
             unit::MICROSECONDS,
             Direction::Lower,
-            true,
+            Aggregate::mean_weighted_by(ios),
         ));
     }
     for (suffix, v) in &s.clat_pct_us {
-        let top = *suffix == "p99";
+        let rule = match direction::quantile(suffix) {
+            Some(q) if has_histogram => Aggregate::histogram(clat_histogram(dir), q),
+            _ => Aggregate::None,
+        };
         out.push(metric(
             format!("{dir}_clat_{suffix}"),
             *v,
             unit::MICROSECONDS,
             Direction::Lower,
-            top,
+            rule,
         ));
     }
     out

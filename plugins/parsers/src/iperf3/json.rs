@@ -4,7 +4,7 @@
 //! mode (`"error": "unable to connect to server: Connection refused"`), so
 //! a top-level `error` is a parse error carrying that text.
 
-use pipeline_model::{Direction, Measurement, Metric, Series, unit};
+use pipeline_model::{Aggregate, Direction, Measurement, Metric, Series, unit};
 use serde_json::Value;
 
 use crate::error::ParseError;
@@ -39,12 +39,14 @@ pub(super) fn parse(text: &str) -> Result<Measurement, ParseError> {
     if let Some(v) = sent {
         metrics.push(
             Metric::new("bits_per_second", v, unit::BITS_PER_S, Direction::Higher)
+                .aggregate(Aggregate::Sum)
                 .label("side", "sender"),
         );
     }
     if let Some(v) = received {
         metrics.push(
             Metric::new("bits_per_second", v, unit::BITS_PER_S, Direction::Higher)
+                .aggregate(Aggregate::Sum)
                 .label("side", "receiver")
                 .headline(),
         );
@@ -52,7 +54,9 @@ pub(super) fn parse(text: &str) -> Result<Measurement, ParseError> {
     // Old iperf3 UDP results carry only `sum`.
     if let (None, None, Some(v)) = (sent, received, bps("sum")) {
         metrics.push(
-            Metric::new("bits_per_second", v, unit::BITS_PER_S, Direction::Higher).headline(),
+            Metric::new("bits_per_second", v, unit::BITS_PER_S, Direction::Higher)
+                .aggregate(Aggregate::Sum)
+                .headline(),
         );
     }
     if let Some(r) = end
@@ -60,25 +64,23 @@ pub(super) fn parse(text: &str) -> Result<Measurement, ParseError> {
         .and_then(|s| s.get("retransmits"))
         .and_then(json_number)
     {
-        metrics.push(Metric::new("retransmits", r, unit::COUNT, Direction::Lower));
+        metrics.push(
+            Metric::new("retransmits", r, unit::COUNT, Direction::Lower).aggregate(Aggregate::Sum),
+        );
     }
     // UDP: `sum` is the receiver's view (jitter and loss are measured there).
     if let Some(udp) = end.get("sum").or_else(|| end.get("sum_received")) {
         if let Some(j) = udp.get("jitter_ms").and_then(json_number) {
-            metrics.push(Metric::new(
-                "jitter",
-                j,
-                unit::MILLISECONDS,
-                Direction::Lower,
-            ));
+            metrics.push(
+                Metric::new("jitter", j, unit::MILLISECONDS, Direction::Lower)
+                    .aggregate(Aggregate::None),
+            );
         }
         if let Some(l) = udp.get("lost_percent").and_then(json_number) {
-            metrics.push(Metric::new(
-                "lost_percent",
-                l,
-                unit::PERCENT,
-                Direction::Lower,
-            ));
+            metrics.push(
+                Metric::new("lost_percent", l, unit::PERCENT, Direction::Lower)
+                    .aggregate(Aggregate::None),
+            );
         }
     }
     if metrics.is_empty() {
@@ -89,6 +91,7 @@ pub(super) fn parse(text: &str) -> Result<Measurement, ParseError> {
         ));
     }
     Ok(Measurement {
+        histograms: Vec::new(),
         metrics,
         series: throughput(&doc).into_iter().collect(),
     })

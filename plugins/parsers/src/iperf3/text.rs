@@ -11,7 +11,7 @@
 
 use std::sync::LazyLock;
 
-use pipeline_model::{Direction, Measurement, Metric, Series, unit};
+use pipeline_model::{Aggregate, Direction, Measurement, Metric, Series, unit};
 use regex::Regex;
 
 use crate::error::ParseError;
@@ -109,40 +109,38 @@ pub(super) fn parse(text: &str) -> Result<Measurement, ParseError> {
             }
             m
         };
-        let bps = label(Metric::new(
-            "bits_per_second",
-            r.bps,
-            unit::BITS_PER_S,
-            Direction::Higher,
-        ));
+        let bps = label(
+            Metric::new(
+                "bits_per_second",
+                r.bps,
+                unit::BITS_PER_S,
+                Direction::Higher,
+            )
+            .aggregate(Aggregate::Sum),
+        );
         let headline = r.side == Some("receiver") || !any_receiver;
         metrics.push(if headline { bps.headline() } else { bps });
         if let Some(v) = r.retransmits {
-            metrics.push(label(Metric::new(
-                "retransmits",
-                v,
-                unit::COUNT,
-                Direction::Lower,
-            )));
+            metrics.push(label(
+                Metric::new("retransmits", v, unit::COUNT, Direction::Lower)
+                    .aggregate(Aggregate::Sum),
+            ));
         }
         if let Some(v) = r.jitter_ms {
-            metrics.push(label(Metric::new(
-                "jitter",
-                v,
-                unit::MILLISECONDS,
-                Direction::Lower,
-            )));
+            metrics.push(label(
+                Metric::new("jitter", v, unit::MILLISECONDS, Direction::Lower)
+                    .aggregate(Aggregate::None),
+            ));
         }
         if let Some(v) = r.lost_percent {
-            metrics.push(label(Metric::new(
-                "lost_percent",
-                v,
-                unit::PERCENT,
-                Direction::Lower,
-            )));
+            metrics.push(label(
+                Metric::new("lost_percent", v, unit::PERCENT, Direction::Lower)
+                    .aggregate(Aggregate::None),
+            ));
         }
     }
     Ok(Measurement {
+        histograms: Vec::new(),
         metrics,
         series: throughput(&reports, &summary).into_iter().collect(),
     })

@@ -7,7 +7,7 @@
 //! [`normalize`], which keeps only ASCII letters, lowercased: every spelling
 //! of one figure normalizes to one of the aliases below.
 
-use pipeline_model::{Direction, unit};
+use pipeline_model::{Aggregate, Direction, unit};
 
 /// How a summary figure becomes a metric.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -16,91 +16,151 @@ pub(crate) struct Field {
     pub unit: &'static str,
     pub direction: Direction,
     pub headline: bool,
+    pub rule: Rule,
 }
 
-const fn field(name: &'static str, unit: &'static str, direction: Direction) -> Field {
+/// How the figure combines across hosts (an [`Aggregate`] that fits in a
+/// `const` table).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Rule {
+    Sum,
+    Max,
+    Min,
+    /// Mean weighted by the op count (`ops`).
+    MeanByOps,
+    None,
+}
+
+impl Rule {
+    pub fn aggregate(self) -> Aggregate {
+        match self {
+            Rule::Sum => Aggregate::Sum,
+            Rule::Max => Aggregate::Max,
+            Rule::Min => Aggregate::Min,
+            Rule::MeanByOps => Aggregate::mean_weighted_by("ops"),
+            Rule::None => Aggregate::None,
+        }
+    }
+}
+
+const fn field(name: &'static str, unit: &'static str, direction: Direction, rule: Rule) -> Field {
     Field {
         name,
         unit,
         direction,
         headline: false,
+        rule,
     }
 }
 
-const fn headline(name: &'static str, unit: &'static str, direction: Direction) -> Field {
+const fn headline(
+    name: &'static str,
+    unit: &'static str,
+    direction: Direction,
+    rule: Rule,
+) -> Field {
     Field {
         name,
         unit,
         direction,
         headline: true,
+        rule,
     }
 }
 
 /// `(normalized aliases, field)`. rados' "MB/sec" is 2^20 bytes per second.
+///
+/// Rules across hosts: bandwidth, IOPS and the op count add up; the average
+/// latency is the mean over all ops (weighted by `ops`); the latency extremes
+/// are the extremes over hosts; standard deviations do not combine. The
+/// per-second extremes of bandwidth and IOPS (`bandwidth_max`, `iops_min`, …)
+/// do not combine either: the hosts' best and worst seconds need not be the
+/// same seconds, so neither their sum nor their maximum is the cluster's
+/// best or worst second (the series of each host are kept for that).
 const FIELDS: &[(&[&str], Field)] = &[
     (
         &["totaltimerun"],
-        field("total_time", unit::SECONDS, Direction::None),
+        field("total_time", unit::SECONDS, Direction::None, Rule::None),
     ),
     (
         &["totalwritesmade", "totalreadsmade", "totalrollbacksmade"],
-        field("ops", unit::COUNT, Direction::None),
+        field("ops", unit::COUNT, Direction::None, Rule::Sum),
     ),
     (
         &["writesize", "readsize", "opsize"],
-        field("op_size", unit::BYTES, Direction::None),
+        field("op_size", unit::BYTES, Direction::None, Rule::None),
     ),
     (
         &["objectsize"],
-        field("object_size", unit::BYTES, Direction::None),
+        field("object_size", unit::BYTES, Direction::None, Rule::None),
     ),
     (
         &["bandwidthmbsec", "bandwidth"],
-        headline("bandwidth", unit::MIB_PER_S, Direction::Higher),
+        headline("bandwidth", unit::MIB_PER_S, Direction::Higher, Rule::Sum),
     ),
     (
         &["stddevbandwidth"],
-        field("bandwidth_stddev", unit::MIB_PER_S, Direction::None),
+        field(
+            "bandwidth_stddev",
+            unit::MIB_PER_S,
+            Direction::None,
+            Rule::None,
+        ),
     ),
     (
         &["maxbandwidthmbsec", "maxbandwidth"],
-        field("bandwidth_max", unit::MIB_PER_S, Direction::Higher),
+        field(
+            "bandwidth_max",
+            unit::MIB_PER_S,
+            Direction::Higher,
+            Rule::None,
+        ),
     ),
     (
         &["minbandwidthmbsec", "minbandwidth"],
-        field("bandwidth_min", unit::MIB_PER_S, Direction::Higher),
+        field(
+            "bandwidth_min",
+            unit::MIB_PER_S,
+            Direction::Higher,
+            Rule::None,
+        ),
     ),
     (
         &["averageiops"],
-        headline("iops_avg", unit::OPS_PER_S, Direction::Higher),
+        headline("iops_avg", unit::OPS_PER_S, Direction::Higher, Rule::Sum),
     ),
     (
         &["stddeviops"],
-        field("iops_stddev", unit::OPS_PER_S, Direction::None),
+        field("iops_stddev", unit::OPS_PER_S, Direction::None, Rule::None),
     ),
     (
         &["maxiops"],
-        field("iops_max", unit::OPS_PER_S, Direction::Higher),
+        field("iops_max", unit::OPS_PER_S, Direction::Higher, Rule::None),
     ),
     (
         &["miniops"],
-        field("iops_min", unit::OPS_PER_S, Direction::Higher),
+        field("iops_min", unit::OPS_PER_S, Direction::Higher, Rule::None),
     ),
     (
         &["averagelatencys", "averagelatency"],
-        headline("latency_avg", unit::SECONDS, Direction::Lower),
+        headline(
+            "latency_avg",
+            unit::SECONDS,
+            Direction::Lower,
+            Rule::MeanByOps,
+        ),
     ),
     (
         &["stddevlatencys", "stddevlatency"],
-        field("latency_stddev", unit::SECONDS, Direction::None),
+        field("latency_stddev", unit::SECONDS, Direction::None, Rule::None),
     ),
     (
         &["maxlatencys", "maxlatency"],
-        field("latency_max", unit::SECONDS, Direction::Lower),
+        field("latency_max", unit::SECONDS, Direction::Lower, Rule::Max),
     ),
     (
         &["minlatencys", "minlatency"],
-        field("latency_min", unit::SECONDS, Direction::Lower),
+        field("latency_min", unit::SECONDS, Direction::Lower, Rule::Min),
     ),
 ];
 

@@ -102,7 +102,7 @@ fn build(parsed: Parsed, mode: Option<&str>) -> Measurement {
         .summary
         .iter()
         .map(|(f, v)| {
-            let m = Metric::new(f.name, *v, f.unit, f.direction);
+            let m = Metric::new(f.name, *v, f.unit, f.direction).aggregate(f.rule.aggregate());
             label(if f.headline { m.headline() } else { m })
         })
         .collect();
@@ -130,7 +130,11 @@ fn build(parsed: Parsed, mode: Option<&str>) -> Measurement {
         s
     })
     .collect();
-    Measurement { metrics, series }
+    Measurement {
+        metrics,
+        series,
+        histograms: Vec::new(),
+    }
 }
 
 /// One column of the per-second table as a series; `None` if it is empty.

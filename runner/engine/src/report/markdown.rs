@@ -58,6 +58,7 @@ impl Exporter for MarkdownExporter {
             }
         });
         env.add_filter("link", link);
+        env.add_filter("combination", combination);
         env.add_filter("value", |v: f64, unit: String| {
             super::format_value(v, &unit)
         });
@@ -135,6 +136,16 @@ fn code(value: minijinja::Value) -> String {
         ""
     };
     format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// How a combined figure (`host=all`) came about, e.g. `sum of 2 hosts`;
+/// empty for a measured one.
+fn combination(metric: minijinja::Value) -> String {
+    serde_json::to_value(&metric)
+        .ok()
+        .and_then(|m| serde_json::from_value::<pipeline_model::Metric>(m).ok())
+        .and_then(|m| m.combination())
+        .unwrap_or_default()
 }
 
 /// Escapes text for a Markdown table cell.

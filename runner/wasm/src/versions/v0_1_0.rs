@@ -379,6 +379,9 @@ fn series(s: wit::Series) -> Series {
 
 fn metric(m: wit::Metric) -> Metric {
     Metric {
+        // The 0.1 interface declares no rule: inferred from the unit.
+        aggregate: pipeline_model::Aggregate::inferred_from_unit(&m.unit),
+        combined: None,
         name: m.name,
         value: m.value,
         unit: m.unit,
@@ -409,6 +412,7 @@ fn run_output(out: wit::StageOutput) -> Result<RunOutput, String> {
             environment: json_entries("environment fact", out.environment)?,
             skipped: out.skipped,
             notes: Vec::new(),
+            histograms: Vec::new(),
         },
         artifacts: out
             .artifacts
