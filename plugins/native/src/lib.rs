@@ -14,6 +14,7 @@ pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.add_native(Typed(exec::Exec));
     r.add_native(Typed(ceph::info::CephInfo));
+    r.add_native(Typed(ceph::health::CephHealth));
     r.add_native(Typed(ceph::pool::CephPool));
     r.add_native(Typed(ceph::rados_bench::RadosBench));
     r.add_native(Typed(ceph::rbd_bench::RbdBench));
