@@ -2,25 +2,54 @@
 //! output in the run folder, and pull metrics out of it with a regex or a
 //! JSON pointer. The escape hatch for any tool without a dedicated stage.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pipeline_model::{Aggregate, Direction, Metric};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_stage_api::stage::{
-    Action, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
+use pipeline_stage_api::stage::{Action, OutputSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, Seconds, TypedStage};
 use regex::Regex;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 pub struct Exec;
 
-/// One `metrics:` entry.
-#[derive(Debug, Deserialize)]
+/// `with:` of an `exec` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Extract {
+pub struct Config {
+    /// Program and arguments, run without a shell.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// A shell command line, run with `sh -c` (instead of `command`).
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, Value>>,
+    /// Limit for the command (the stage `timeout` also applies).
+    #[serde(default)]
+    pub timeout: Option<Seconds>,
+    /// Exit codes that count as success.
+    #[serde(default = "only_zero")]
+    pub allowed_exit_codes: Vec<i64>,
+    /// Metrics to extract: {name, regex | json_pointer, unit, direction: higher|lower|none, headline, from: stdout|stderr, scale, aggregate: sum|max|min|mean|none}.
+    #[serde(default)]
+    pub metrics: Vec<Extract>,
+}
+
+fn only_zero() -> Vec<i64> {
+    vec![0]
+}
+
+/// One `metrics:` entry.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Extract {
+    /// Metric name.
     name: String,
     /// A regex whose group `value` (or first group) is the number.
     #[serde(default)]
@@ -28,10 +57,12 @@ struct Extract {
     /// A JSON pointer (`/jobs/0/read/iops`) into stdout parsed as JSON.
     #[serde(default)]
     json_pointer: Option<String>,
+    /// Unit of the value (after `scale`), e.g. `MiB/s`.
     #[serde(default)]
     unit: String,
     #[serde(default)]
     direction: Direction,
+    /// Shown in the report's summary.
     #[serde(default)]
     headline: bool,
     /// `stdout` (default) or `stderr`.
@@ -51,46 +82,15 @@ fn default_source() -> String {
     "stdout".into()
 }
 
-impl Stage for Exec {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for Exec {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "exec",
+            summary: "Run a command, capture its output, extract metrics by regex or JSON pointer.",
             per_host: true,
             requires: Vec::new(),
-            name: "exec".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary: "Run a command, capture its output, extract metrics by regex or JSON pointer."
-                .into(),
-            params: vec![
-                ParamSpec::optional(
-                    "command",
-                    ParamType::list(ParamType::String),
-                    "Program and arguments, run without a shell.",
-                ),
-                ParamSpec::optional(
-                    "shell",
-                    ParamType::String,
-                    "A shell command line, run with `sh -c` (instead of `command`).",
-                ),
-                ParamSpec::optional("env", ParamType::Map, "Extra environment variables."),
-                ParamSpec::optional(
-                    "timeout",
-                    ParamType::Duration,
-                    "Limit for the command (the stage `timeout` also applies).",
-                ),
-                ParamSpec::with_default(
-                    "allowed_exit_codes",
-                    ParamType::list(ParamType::Integer),
-                    json!([0]),
-                    "Exit codes that count as success.",
-                ),
-                ParamSpec::with_default(
-                    "metrics",
-                    ParamType::list(ParamType::Map),
-                    json!([]),
-                    "Metrics to extract: {name, regex | json_pointer, unit, direction: higher|lower|none, headline, from: stdout|stderr, scale, aggregate: sum|max|min|mean|none}.",
-                ),
-            ],
             outputs: vec![
                 OutputSpec::new("stdout", "The command's standard output, trimmed."),
                 OutputSpec::new("exit_code", "The exit code."),
@@ -99,9 +99,9 @@ impl Stage for Exec {
         }
     }
 
-    fn check(&self, params: &Params) -> Vec<(String, String)> {
+    fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut problems = Vec::new();
-        match (params.get("command"), params.get("shell")) {
+        match (&config.command, &config.shell) {
             (None, None) => problems.push((
                 "command".into(),
                 "give `command` (a list) or `shell` (a string)".into(),
@@ -110,50 +110,48 @@ impl Stage for Exec {
                 "shell".into(),
                 "give either `command` or `shell`, not both".into(),
             )),
-            (Some(Value::Array(a)), None) if a.is_empty() => {
+            (Some(a), None) if a.is_empty() => {
                 problems.push(("command".into(), "the command is empty".into()))
             }
             _ => {}
         }
-        for e in extracts(params).into_iter().filter_map(Result::err) {
+        for e in extracts(&config.metrics)
+            .into_iter()
+            .filter_map(Result::err)
+        {
             problems.push(("metrics".into(), e));
         }
         problems
     }
 
-    fn plan(&self, params: &Params, _ctx: &PlanContext) -> Vec<Action> {
-        vec![Action::command("run", argv(params))]
+    fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
+        vec![Action::command("run", argv(config))]
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
-        let extracts: Vec<Extract> = extracts(params)
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let extracts: Vec<&Extract> = extracts(&config.metrics)
             .into_iter()
             .collect::<Result<_, _>>()
             .map_err(|e| StageError::Param {
                 name: "metrics".into(),
                 message: e,
             })?;
-        let mut spec = CommandSpec::new(argv(params));
-        if let Some(Value::Object(env)) = params.get("env") {
+        let mut spec = CommandSpec::new(argv(config));
+        if let Some(env) = &config.env {
             for (k, v) in env {
                 let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
                 spec = spec.env(k, &v);
             }
         }
-        if let Some(t) = params.duration("timeout") {
-            spec = spec.timeout(t.max(Duration::from_millis(1)));
+        if let Some(t) = config.timeout {
+            spec = spec.timeout(t.0.max(Duration::from_millis(1)));
         }
         let out = ctx.run("command", &spec)?;
         let code = match out.exit {
             pipeline_stage_api::exec::Exit::Code(c) => c,
             _ => -1,
         };
-        let allowed: Vec<i64> = params
-            .get("allowed_exit_codes")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_i64).collect())
-            .unwrap_or_else(|| vec![0]);
-        if !allowed.contains(&i64::from(code)) {
+        if !config.allowed_exit_codes.contains(&i64::from(code)) {
             return Err(StageError::CommandFailed {
                 command: spec.display(),
                 status: out.exit.to_string(),
@@ -193,23 +191,17 @@ impl Stage for Exec {
     }
 }
 
-fn argv(params: &Params) -> Vec<String> {
-    match params.str("shell") {
-        Some(line) => vec!["sh".into(), "-c".into(), line.into()],
-        None => params.strings("command"),
+fn argv(config: &Config) -> Vec<String> {
+    match &config.shell {
+        Some(line) => vec!["sh".into(), "-c".into(), line.clone()],
+        None => config.command.clone().unwrap_or_default(),
     }
 }
 
-fn extracts(params: &Params) -> Vec<Result<Extract, String>> {
-    let Some(Value::Array(items)) = params.get("metrics") else {
-        return Vec::new();
-    };
-    items
+fn extracts(metrics: &[Extract]) -> Vec<Result<&Extract, String>> {
+    metrics
         .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let e: Extract = serde_json::from_value(item.clone())
-                .map_err(|e| format!("entry {}: {e}", i + 1))?;
+        .map(|e| {
             match (&e.regex, &e.json_pointer) {
                 (Some(r), None) => {
                     Regex::new(r)

@@ -7,42 +7,106 @@
 //! `rados` (objects in `pool`; fio's rados engine ignores CEPH_CONF, so the
 //! conf is passed explicitly), `libaio` (a file or device given in options).
 
-use std::time::Duration;
-
 use pipeline_model::combine::{Parts, combine};
 use pipeline_model::{Histogram, Measurement, Metric, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
-use serde_json::{Value, json};
+use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::ceph::{IMAGE, admin};
 
 pub struct Fio;
+
+/// `with:` of a `fio` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// fio ioengine.
+    #[serde(default)]
+    pub engine: Engine,
+    /// Pool (rbd and rados engines).
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// fio processes run at once; with rbd, each on its own image.
+    #[serde(default = "one")]
+    pub clients: i64,
+    /// rbd: images are PREFIX-0, PREFIX-1, ... (created by this run).
+    #[serde(default = "default_image_prefix")]
+    pub image_prefix: String,
+    /// rbd: size of each image.
+    #[serde(default = "one_gib")]
+    pub image_size: ByteSize,
+    /// Job name (inline options).
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// Inline job options as fio's --KEY=VALUE (rw, bs, iodepth, runtime, time_based, size, numjobs, direct, ...); `{client}` in a value is the client number.
+    // In the order written: fio reads its options in order.
+    #[serde(default)]
+    pub options: Map<String, Value>,
+    /// A fio job file, rendered as a template per client (`{{ client }}`, `{{ pool }}`, `{{ image }}`) instead of `options`.
+    #[serde(default)]
+    pub job_file: Option<String>,
+    /// Kill fio after this long.
+    #[serde(default = "fifteen_minutes")]
+    pub command_timeout: Seconds,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    #[default]
+    Rbd,
+    Rados,
+    Libaio,
+}
+
+impl Engine {
+    fn as_str(self) -> &'static str {
+        match self {
+            Engine::Rbd => "rbd",
+            Engine::Rados => "rados",
+            Engine::Libaio => "libaio",
+        }
+    }
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn default_image_prefix() -> String {
+    "pipeline-fio".into()
+}
+
+fn one_gib() -> ByteSize {
+    ByteSize::gib(1)
+}
+
+fn default_name() -> String {
+    "bench".into()
+}
+
+fn fifteen_minutes() -> Seconds {
+    Seconds::secs(900)
+}
 
 struct Client {
     index: i64,
     argv: Vec<String>,
 }
 
-fn engine(params: &Params) -> &str {
-    params.str("engine").unwrap_or("rbd")
-}
-
-fn image_name(params: &Params, client: i64) -> String {
-    format!(
-        "{}-{client}",
-        params.str("image_prefix").unwrap_or("pipeline-fio")
-    )
+fn image_name(config: &Config, client: i64) -> String {
+    format!("{}-{client}", config.image_prefix)
 }
 
 /// The fio command line of one client. `job_file` is the rendered job file
 /// path, when the stage uses one.
 fn client_argv(
-    params: &Params,
+    config: &Config,
     ceph: &pipeline_stage_api::ceph::CephConnection,
     client: i64,
     job_file: Option<&str>,
@@ -50,20 +114,20 @@ fn client_argv(
     // json+: the JSON plus each job's latency bins, from which the
     // percentiles over clients (and hosts) are computed.
     let mut argv = vec!["fio".to_string(), "--output-format=json+".to_string()];
-    let pool = params.str("pool").unwrap_or_default();
+    let pool = config.pool.as_deref().unwrap_or_default();
     let clientname = ceph
         .name
         .as_deref()
         .and_then(|n| n.strip_prefix("client."))
         .unwrap_or("admin");
-    match engine(params) {
-        "rbd" => argv.extend([
+    match config.engine {
+        Engine::Rbd => argv.extend([
             "--ioengine=rbd".to_string(),
             format!("--clientname={clientname}"),
             format!("--pool={pool}"),
-            format!("--rbdname={}", image_name(params, client)),
+            format!("--rbdname={}", image_name(config, client)),
         ]),
-        "rados" => {
+        Engine::Rados => {
             argv.extend([
                 "--ioengine=rados".to_string(),
                 format!("--clientname={clientname}"),
@@ -73,88 +137,78 @@ fn client_argv(
                 argv.push(format!("--conf={conf}"));
             }
         }
-        _ => argv.push("--ioengine=libaio".to_string()),
+        Engine::Libaio => argv.push("--ioengine=libaio".to_string()),
     }
     match job_file {
         Some(file) => argv.push(file.to_string()),
         None => {
-            argv.push(format!("--name={}", params.str("name").unwrap_or("bench")));
-            if let Some(Value::Object(options)) = params.get("options") {
-                for (k, v) in options {
-                    let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                    let v = v.replace("{client}", &client.to_string());
-                    argv.push(if v.is_empty() {
-                        format!("--{k}")
-                    } else {
-                        format!("--{k}={v}")
-                    });
-                }
+            argv.push(format!("--name={}", config.name));
+            for (k, v) in &config.options {
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                let v = v.replace("{client}", &client.to_string());
+                argv.push(if v.is_empty() {
+                    format!("--{k}")
+                } else {
+                    format!("--{k}={v}")
+                });
             }
         }
     }
     argv
 }
 
-impl Stage for Fio {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for Fio {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "fio",
+            summary: "fio with the rbd, rados or libaio engine, one process per client, JSON output parsed.",
             per_host: true,
-            requires: vec!["fio".into()],
-            name: "fio".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary: "fio with the rbd, rados or libaio engine, one process per client, JSON output parsed.".into(),
-            params: vec![
-                ParamSpec::with_default("engine", ParamType::enumeration(&["rbd", "rados", "libaio"]), json!("rbd"), "fio ioengine."),
-                ParamSpec::optional("pool", ParamType::String, "Pool (rbd and rados engines)."),
-                ParamSpec::with_default("clients", ParamType::Integer, json!(1), "fio processes run at once; with rbd, each on its own image."),
-                ParamSpec::with_default("image_prefix", ParamType::String, json!("pipeline-fio"), "rbd: images are PREFIX-0, PREFIX-1, ... (created by this run)."),
-                ParamSpec::with_default("image_size", ParamType::Size, json!(1u64 << 30), "rbd: size of each image."),
-                ParamSpec::with_default("name", ParamType::String, json!("bench"), "Job name (inline options)."),
-                ParamSpec::with_default(
-                    "options",
-                    ParamType::Map,
-                    json!({}),
-                    "Inline job options as fio's --KEY=VALUE (rw, bs, iodepth, runtime, time_based, size, numjobs, direct, ...); `{client}` in a value is the client number.",
-                ),
-                ParamSpec::optional("job_file", ParamType::String, "A fio job file, rendered as a template per client (`{{ client }}`, `{{ pool }}`, `{{ image }}`) instead of `options`."),
-                ParamSpec::with_default("command_timeout", ParamType::Duration, json!(900), "Kill fio after this long."),
-            ],
+            requires: vec!["fio"],
             outputs: Vec::new(),
             metrics: vec![
-                MetricSpec::new("read_iops", unit::OPS_PER_S, "Read IOPS (also write_iops); label job, client."),
-                MetricSpec::new("read_bandwidth", unit::BYTES_PER_S, "Read bandwidth (also write_bandwidth)."),
-                MetricSpec::new("read_clat_p99", unit::MICROSECONDS, "Completion latency percentiles p50/p90/p99/p99_9 and mean."),
+                MetricSpec::new(
+                    "read_iops",
+                    unit::OPS_PER_S,
+                    "Read IOPS (also write_iops); label job, client.",
+                ),
+                MetricSpec::new(
+                    "read_bandwidth",
+                    unit::BYTES_PER_S,
+                    "Read bandwidth (also write_bandwidth).",
+                ),
+                MetricSpec::new(
+                    "read_clat_p99",
+                    unit::MICROSECONDS,
+                    "Completion latency percentiles p50/p90/p99/p99_9 and mean.",
+                ),
             ],
         }
     }
 
-    fn check(&self, params: &Params) -> Vec<(String, String)> {
+    fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
-        let engine = engine(params);
-        if (engine == "rbd" || engine == "rados") && params.str("pool").is_none_or(str::is_empty) {
-            p.push(("pool".into(), format!("the {engine} engine needs `pool`")));
+        let engine = config.engine;
+        if engine != Engine::Libaio && config.pool.as_deref().is_none_or(str::is_empty) {
+            p.push((
+                "pool".into(),
+                format!("the {} engine needs `pool`", engine.as_str()),
+            ));
         }
-        if !params
-            .i64("clients")
-            .is_some_and(|c| (1..=256).contains(&c))
-        {
+        if !(1..=256).contains(&config.clients) {
             p.push(("clients".into(), "must be between 1 and 256".into()));
         }
-        let has_options = params
-            .get("options")
-            .and_then(Value::as_object)
-            .is_some_and(|o| !o.is_empty());
-        if has_options == params.get("job_file").is_some() {
+        let has_options = !config.options.is_empty();
+        if has_options == config.job_file.is_some() {
             p.push((
                 "options".into(),
                 "give either inline `options` or a `job_file`".into(),
             ));
         }
-        if engine == "libaio"
-            && let Some(Value::Object(o)) = params.get("options")
-            && !o.contains_key("filename")
-            && !o.contains_key("directory")
+        if engine == Engine::Libaio
+            && !config.options.contains_key("filename")
+            && !config.options.contains_key("directory")
         {
             p.push((
                 "options".into(),
@@ -165,19 +219,16 @@ impl Stage for Fio {
         p
     }
 
-    fn plan(&self, params: &Params, ctx: &PlanContext) -> Vec<Action> {
-        let clients = params.i64("clients").unwrap_or(1);
+    fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
+        let clients = config.clients;
         let mut actions = Vec::new();
         for c in 0..clients {
-            if engine(params) == "rbd" {
-                let mib = params
-                    .u64("image_size")
-                    .unwrap_or(1 << 30)
-                    .div_ceil(1 << 20);
+            if config.engine == Engine::Rbd {
+                let mib = config.image_size.0.div_ceil(1 << 20);
                 let image = format!(
                     "{}/{}",
-                    params.str("pool").unwrap_or_default(),
-                    image_name(params, c)
+                    config.pool.as_deref().unwrap_or_default(),
+                    image_name(config, c)
                 );
                 actions.push(Action::command(
                     format!("client {c}: create image"),
@@ -185,20 +236,18 @@ impl Stage for Fio {
                         .argv("rbd", &["create", &image, "--size", &format!("{mib}M")]),
                 ));
             }
-            let job = params.get("job_file").map(|_| "<rendered job file>");
+            let job = config.job_file.as_ref().map(|_| "<rendered job file>");
             actions.push(Action::command(
                 format!("client {c}: fio"),
-                client_argv(params, ctx.ceph, c, job),
+                client_argv(config, ctx.ceph, c, job),
             ));
         }
         actions
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
-        let clients: Vec<Client> = prepare_clients(params, ctx)?;
-        let timeout = params
-            .duration("command_timeout")
-            .unwrap_or(Duration::from_secs(900));
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let clients: Vec<Client> = prepare_clients(config, ctx)?;
+        let timeout = config.command_timeout.0;
         let commands: Vec<(String, CommandSpec)> = clients
             .iter()
             .map(|c| {
@@ -235,10 +284,10 @@ impl Stage for Fio {
     }
 }
 
-fn prepare_clients(params: &Params, ctx: &mut StageContext) -> Result<Vec<Client>, StageError> {
-    let n = params.i64("clients").unwrap_or(1);
-    let pool = params.str("pool").unwrap_or_default().to_string();
-    let job_template = match params.str("job_file") {
+fn prepare_clients(config: &Config, ctx: &mut StageContext) -> Result<Vec<Client>, StageError> {
+    let n = config.clients;
+    let pool = config.pool.clone().unwrap_or_default();
+    let job_template = match config.job_file.as_deref() {
         Some(path) => Some(
             std::fs::read_to_string(path)
                 .map_err(|e| StageError::io(format!("reading job file {path}"), e))?,
@@ -247,14 +296,12 @@ fn prepare_clients(params: &Params, ctx: &mut StageContext) -> Result<Vec<Client
     };
     let mut clients = Vec::new();
     for c in 0..n {
-        let image = (engine(params) == "rbd").then(|| format!("{pool}/{}", image_name(params, c)));
+        let image =
+            (config.engine == Engine::Rbd).then(|| format!("{pool}/{}", image_name(config, c)));
         if let Some(image) = &image
             && !ctx.was_created(IMAGE, image)
         {
-            let mib = params
-                .u64("image_size")
-                .unwrap_or(1 << 30)
-                .div_ceil(1 << 20);
+            let mib = config.image_size.0.div_ceil(1 << 20);
             let spec = admin(
                 &ctx.ceph,
                 "rbd",
@@ -281,7 +328,7 @@ fn prepare_clients(params: &Params, ctx: &mut StageContext) -> Result<Vec<Client
                     &[
                         ("client", c.to_string()),
                         ("pool", pool.clone()),
-                        ("image", image_name(params, c)),
+                        ("image", image_name(config, c)),
                     ],
                 )
                 .map_err(|e| StageError::failed(format!("job file template: {e}")))?;
@@ -292,7 +339,7 @@ fn prepare_clients(params: &Params, ctx: &mut StageContext) -> Result<Vec<Client
         };
         clients.push(Client {
             index: c,
-            argv: client_argv(params, &ctx.ceph, c, job_file.as_deref()),
+            argv: client_argv(config, &ctx.ceph, c, job_file.as_deref()),
         });
     }
     Ok(clients)

@@ -12,15 +12,16 @@ use pipeline_stage_api::typed::Typed;
 /// Every native stage.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    r.add_native(exec::Exec);
-    r.add_native(ceph::info::CephInfo);
-    r.add_native(ceph::pool::CephPool);
+    r.add_native(Typed(exec::Exec));
+    r.add_native(Typed(ceph::info::CephInfo));
+    r.add_native(Typed(ceph::health::CephHealth));
+    r.add_native(Typed(ceph::pool::CephPool));
     r.add_native(Typed(ceph::rados_bench::RadosBench));
-    r.add_native(ceph::rbd_bench::RbdBench);
-    r.add_native(ceph::cleanup::CephCleanup);
-    r.add_native(fio::Fio);
-    r.add_native(host::drop_caches::DropCaches);
-    r.add_native(host::disk_baseline::DiskBaseline);
-    r.add_native(host::iperf3::Iperf3);
+    r.add_native(Typed(ceph::rbd_bench::RbdBench));
+    r.add_native(Typed(ceph::cleanup::CephCleanup));
+    r.add_native(Typed(fio::Fio));
+    r.add_native(Typed(host::drop_caches::DropCaches));
+    r.add_native(Typed(host::disk_baseline::DiskBaseline));
+    r.add_native(Typed(host::iperf3::Iperf3));
     r
 }

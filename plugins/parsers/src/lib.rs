@@ -6,6 +6,7 @@
 //! stderr together are fine), takes the figures from the tool's own summary
 //! lines, and returns a [`ParseError`] — never panics — on anything else.
 
+pub mod ceph_health;
 pub mod dd;
 pub mod error;
 pub mod fio;

@@ -364,7 +364,13 @@ pub fn schema(results: bool) -> u8 {
     let schema = if results {
         pipeline_engine::results::results_schema()
     } else {
-        pipeline_engine::config::pipeline_schema()
+        // Native stages only: the committed schema must not depend on which
+        // plugin files happen to be on the plugin path.
+        let stages: Vec<(String, serde_json::Value)> = pipeline_native::registry()
+            .iter()
+            .filter_map(|s| Some((s.description.name.clone(), s.stage.config_schema()?)))
+            .collect();
+        pipeline_engine::config::editor_schema::pipeline_schema_with_stages(&stages)
     };
     println!(
         "{}",

@@ -375,3 +375,88 @@ fn ec_vs_replica_runs_side_by_side() {
     }
     assert_eq!(pools(), before);
 }
+
+/// The cluster's health checks now, from `ceph health -f json`.
+fn health_checks() -> Vec<String> {
+    let (ok, text) = ceph("ceph", &["health", "--format", "json"]);
+    assert!(ok, "{text}");
+    let health: Value = serde_json::from_str(text.trim()).unwrap();
+    health["checks"]
+        .as_object()
+        .map(|c| c.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Clears the noout flag even when the test fails halfway.
+struct NooutSet;
+
+impl Drop for NooutSet {
+    fn drop(&mut self) {
+        ceph("ceph", &["osd", "unset", "noout"]);
+    }
+}
+
+/// ceph-health with the noout flag set (HEALTH_WARN, OSDMAP_FLAGS): `fail_on:
+/// warn` fails naming the check; ignoring every check present passes and
+/// still records them (metrics, outputs, notes, environment).
+#[test]
+fn ceph_health_gates_on_the_configured_health() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let (ok, text) = ceph("ceph", &["osd", "set", "noout"]);
+    assert!(ok, "{text}");
+    let _unset = NooutSet;
+    // The monitor lists the flag with its next health update.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut checks = health_checks();
+    while !checks.iter().any(|c| c == "OSDMAP_FLAGS") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no OSDMAP_FLAGS check after `ceph osd set noout`: {checks:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        checks = health_checks();
+    }
+    // Not `ceph-health`: `run` takes that folder (from the file name) for the run.
+    let dir = common::temp_dir("ceph-health-suite");
+    let file = dir.join("health.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: health\nstages:\n  - id: strict\n    uses: ceph-health\n    with: {{fail_on: warn}}\n    continue_on_error: true\n  - id: lenient\n    uses: ceph-health\n    with:\n      fail_on: warn\n      ignore: [{}]\n",
+            checks.join(", ")
+        ),
+    )
+    .unwrap();
+    let (code, r, _) = run(file.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{r:#}");
+    let strict = stage(&r, "strict");
+    assert_eq!(strict["status"], "failed", "{strict:#}");
+    let error = strict["error"].as_str().unwrap();
+    assert!(
+        error.contains("HEALTH_WARN") && error.contains("OSDMAP_FLAGS (noout flag(s) set)"),
+        "{error}"
+    );
+    let lenient = stage(&r, "lenient");
+    assert_eq!(lenient["status"], "succeeded", "{lenient:#}");
+    assert_eq!(lenient["outputs"]["health"], "HEALTH_WARN");
+    assert!(
+        lenient["outputs"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "OSDMAP_FLAGS")
+    );
+    assert_eq!(metric(lenient, "health_status"), 1.0);
+    assert!(metric(lenient, "health_checks") >= 1.0);
+    assert!(
+        lenient["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("HEALTH_WARN OSDMAP_FLAGS: noout flag(s) set")),
+        "{lenient:#}"
+    );
+    assert_eq!(
+        r["environment"]["ceph health detail"]["status"],
+        "HEALTH_WARN"
+    );
+}

@@ -190,4 +190,11 @@ pub trait Stage: Send + Sync {
     fn plan(&self, params: &Params, ctx: &PlanContext) -> Vec<Action>;
 
     fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError>;
+
+    /// The JSON Schema of the `with:` mapping, for editors (`pipeline
+    /// schema`). Typed stages derive it from their config struct; the
+    /// engine's checks use [`StageDescription::params`], not this.
+    fn config_schema(&self) -> Option<serde_json::Value> {
+        None
+    }
 }

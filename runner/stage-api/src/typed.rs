@@ -191,10 +191,48 @@ impl<S: TypedStage> Typed<S> {
 
 /// Converts validated parameters into the stage's config struct.
 pub fn config_from<C: DeserializeOwned>(params: &Params) -> Result<C, StageError> {
-    serde_json::from_value(Value::Object(params.clone())).map_err(|e| StageError::Param {
-        name: field_of(&e.to_string()).unwrap_or_else(|| "with".into()),
-        message: e.to_string(),
-    })
+    let message = match parse::<C>(params) {
+        Ok(config) => return Ok(config),
+        Err(e) => e.to_string(),
+    };
+    let (name, message) = match culprit::<C>(params) {
+        Some((name, Some(entry))) => (name, format!("entry {}: {message}", entry + 1)),
+        Some((name, None)) => (name, message),
+        None => (field_of(&message).unwrap_or_else(|| "with".into()), message),
+    };
+    Err(StageError::Param { name, message })
+}
+
+fn parse<C: DeserializeOwned>(params: &Params) -> Result<C, serde_json::Error> {
+    serde_json::from_value(Value::Object(params.clone()))
+}
+
+/// The parameter (and, in a list, the entry) at fault when the config does
+/// not parse. serde_json's messages carry no path ("unknown field `regx`" of
+/// which metric?); the culprit is the value whose removal makes the error go
+/// away (or leaves only its own absence to complain about).
+fn culprit<C: DeserializeOwned>(params: &Params) -> Option<(String, Option<usize>)> {
+    let parses_without = |name: &str, rest: &Params| match parse::<C>(rest) {
+        Ok(_) => true,
+        Err(e) => e
+            .to_string()
+            .starts_with(&format!("missing field `{name}`")),
+    };
+    let (name, value) = params.iter().find(|(name, _)| {
+        let mut rest = params.clone();
+        rest.shift_remove(name.as_str());
+        parses_without(name, &rest)
+    })?;
+    let entry = value.as_array().and_then(|items| {
+        (0..items.len()).find(|&i| {
+            let mut fewer = items.clone();
+            fewer.remove(i);
+            let mut rest = params.clone();
+            rest.insert(name.clone(), Value::Array(fewer));
+            parse::<C>(&rest).is_ok()
+        })
+    });
+    Some((name.clone(), entry))
 }
 
 /// The field serde names in a message such as "unknown field `x`".
@@ -239,6 +277,22 @@ impl<S: TypedStage> Stage for Typed<S> {
         let config = self.config(params)?;
         self.0.run(&config, ctx)
     }
+
+    fn config_schema(&self) -> Option<Value> {
+        Some(config_schema::<S::Config>())
+    }
+}
+
+/// The JSON Schema of a config struct with every subschema inlined: it is
+/// embedded in the pipeline's schema, whose `$defs` are not its own.
+pub fn config_schema<C: JsonSchema>() -> Value {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    let mut schema = settings.into_generator().into_root_schema_for::<C>();
+    // Every config struct is called `Config`: its title says nothing.
+    schema.remove("$schema");
+    schema.remove("title");
+    schema.to_value()
 }
 
 /// The parameters of a config struct, in declaration order, read off its
@@ -313,21 +367,20 @@ fn resolve(schema: &Value, defs: &Map<String, Value>) -> Value {
 /// The parameter type a schema describes, and whether `null` is allowed (an `Option`).
 fn param_type(schema: &Value, defs: &Map<String, Value>) -> (ParamType, bool) {
     let schema = resolve(schema, defs);
-    // Option<T> of a referenced type: anyOf [T, null].
+    // Option<T> of a referenced type: anyOf [T, null]. Enums whose variants
+    // carry doc comments: oneOf [{const}, ...], undocumented ones grouped in
+    // one {enum: [...]} listed first.
     for key in ["anyOf", "oneOf"] {
         if let Some(options) = schema.get(key).and_then(Value::as_array) {
-            let consts: Option<Vec<String>> = options
+            let not_null: Vec<Value> = options
                 .iter()
-                .map(|o| o.get("const").and_then(Value::as_str).map(String::from))
-                .collect();
-            if let Some(values) = consts {
-                return (ParamType::Enum { values }, false);
-            }
-            let not_null: Vec<&Value> = options
-                .iter()
+                .map(|o| resolve(o, defs))
                 .filter(|o| o.get("type").and_then(Value::as_str) != Some("null"))
                 .collect();
             let nullable = not_null.len() < options.len();
+            if let Some(values) = string_values(&not_null) {
+                return (ParamType::Enum { values }, nullable);
+            }
             if let [only] = not_null.as_slice() {
                 return (param_type(only, defs).0, nullable);
             }
@@ -335,12 +388,14 @@ fn param_type(schema: &Value, defs: &Map<String, Value>) -> (ParamType, bool) {
         }
     }
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        // Option<Enum>, inlined: {type: [string, null], enum: [..., null]}.
+        let nullable = values.contains(&Value::Null);
         let values: Vec<String> = values
             .iter()
             .filter_map(Value::as_str)
             .map(String::from)
             .collect();
-        return (ParamType::Enum { values }, false);
+        return (ParamType::Enum { values }, nullable);
     }
     let types: Vec<&str> = match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
@@ -369,6 +424,23 @@ fn param_type(schema: &Value, defs: &Map<String, Value>) -> (ParamType, bool) {
         },
     };
     (ty, nullable)
+}
+
+/// The strings of alternatives that are all `{const: "x"}` or `{enum: [...]}`.
+fn string_values(options: &[Value]) -> Option<Vec<String>> {
+    let mut values = Vec::new();
+    for option in options {
+        match (option.get("const"), option.get("enum")) {
+            (Some(Value::String(v)), _) => values.push(v.clone()),
+            (None, Some(Value::Array(vs))) => {
+                for v in vs {
+                    values.push(v.as_str()?.to_string());
+                }
+            }
+            _ => return None,
+        }
+    }
+    (!values.is_empty()).then_some(values)
 }
 
 #[cfg(test)]
@@ -487,5 +559,135 @@ mod tests {
             Err(StageError::Param { name, .. }) => assert_eq!(name, "bogus"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A documented variant makes schemars write `oneOf: [{const}, {enum}]`.
+    #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
+    #[serde(rename_all = "kebab-case")]
+    enum Test {
+        /// Sequential write.
+        DdWrite,
+        DdRead,
+        FioRandread,
+    }
+
+    #[derive(Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Extract {
+        name: String,
+        #[serde(default)]
+        regex: Option<String>,
+    }
+
+    fn all_tests() -> Vec<Test> {
+        vec![Test::DdWrite, Test::FioRandread]
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // read through the derived specs only
+    struct Nested {
+        /// Which tests.
+        #[serde(default = "all_tests")]
+        tests: Vec<Test>,
+        /// Optional mode.
+        #[serde(default)]
+        mode: Option<Mode>,
+        /// Optional documented test.
+        #[serde(default)]
+        only: Option<Test>,
+        /// Entries.
+        #[serde(default)]
+        metrics: Vec<Extract>,
+        /// Named entries.
+        #[serde(default)]
+        by_name: BTreeMap<String, Extract>,
+        /// One entry.
+        #[serde(default)]
+        first: Option<Extract>,
+        /// Anything.
+        #[serde(default)]
+        any: Value,
+        /// An Option without a default: optional.
+        timeout: Option<Seconds>,
+    }
+
+    #[test]
+    fn specs_of_lists_of_enums_options_and_nested_structs() {
+        let specs = param_specs::<Nested>();
+        let by = |n: &str| specs.iter().find(|s| s.name == n).unwrap().clone();
+        // schemars lists the undocumented variants first: document all or none
+        // of an enum's variants to keep their order in `describe`.
+        let tests = ParamType::enumeration(&["dd-read", "fio-randread", "dd-write"]);
+        assert_eq!(by("tests").ty, ParamType::list(tests.clone()));
+        assert_eq!(
+            by("tests").default,
+            Some(serde_json::json!(["dd-write", "fio-randread"]))
+        );
+        assert_eq!(by("mode").ty, ParamType::enumeration(&["write", "seq"]));
+        assert!(!by("mode").required);
+        assert_eq!(by("only").ty, tests);
+        assert!(!by("only").required);
+        assert_eq!(by("metrics").ty, ParamType::list(ParamType::Map));
+        assert_eq!(by("metrics").default, Some(serde_json::json!([])));
+        assert_eq!(by("by_name").ty, ParamType::Map);
+        assert_eq!(by("first").ty, ParamType::Map);
+        assert_eq!(by("any").ty, ParamType::Any);
+        assert_eq!(by("timeout").ty, ParamType::Duration);
+        assert!(!by("timeout").required);
+        assert_eq!(by("timeout").default, None);
+    }
+
+    fn param_error<C: DeserializeOwned + std::fmt::Debug>(v: Value) -> (String, String) {
+        match config_from::<C>(v.as_object().unwrap()) {
+            Err(StageError::Param { name, message }) => (name, message),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_parameter_and_the_entry() {
+        use serde_json::json;
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Small {
+            pool: String,
+            #[serde(default)]
+            threads: u32,
+            #[serde(default)]
+            metrics: Vec<Extract>,
+        }
+        let (name, message) = param_error::<Small>(json!({
+            "pool": "p",
+            "metrics": [{"name": "a"}, {"name": "b", "regx": "1"}],
+        }));
+        assert_eq!(name, "metrics");
+        assert!(
+            message.starts_with("entry 2: unknown field `regx`"),
+            "{message}"
+        );
+        let (name, message) = param_error::<Small>(json!({"pool": "p", "threads": -1}));
+        assert_eq!(name, "threads");
+        assert!(message.contains("expected u32"), "{message}");
+        // A required parameter of the wrong type: its absence is the only other complaint.
+        let (name, _) = param_error::<Small>(json!({"pool": 7}));
+        assert_eq!(name, "pool");
+        let (name, message) = param_error::<Small>(json!({"threads": 1}));
+        assert_eq!(
+            (name.as_str(), message.as_str()),
+            ("pool", "missing field `pool`")
+        );
+    }
+
+    #[test]
+    fn config_schema_is_self_contained() {
+        let schema = config_schema::<Nested>();
+        let text = schema.to_string();
+        assert!(!text.contains("$ref") && !text.contains("$defs"), "{text}");
+        assert_eq!(schema["additionalProperties"], Value::Bool(false));
+        assert_eq!(schema["properties"]["metrics"]["items"]["type"], "object");
+        assert_eq!(schema["properties"]["tests"]["description"], "Which tests.");
+        assert!(schema.get("title").is_none() && schema.get("$schema").is_none());
     }
 }

@@ -4,39 +4,39 @@
 //! because the cluster forbids it (EPERM) is reported and left in place.
 
 use pipeline_stage_api::context::StageContext;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_stage_api::stage::{
-    Action, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
-use serde_json::json;
+use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, TypedStage};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use super::{BENCH_OBJECTS, EC_PROFILE, IMAGE, POOL, admin};
 
 pub struct CephCleanup;
 
-impl Stage for CephCleanup {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+/// `with:` of a `ceph-cleanup` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Keep the pools this run created (still removes benchmark objects and images).
+    #[serde(default)]
+    pub keep_pools: bool,
+}
+
+impl TypedStage for CephCleanup {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "ceph-cleanup",
+            summary: "Remove the objects, images, pools and EC profiles this run created; nothing else.",
             per_host: true,
-            requires: vec!["ceph".into(), "rados".into(), "rbd".into()],
-            name: "ceph-cleanup".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary:
-                "Remove the objects, images, pools and EC profiles this run created; nothing else."
-                    .into(),
-            params: vec![ParamSpec::with_default(
-                "keep_pools",
-                ParamType::Bool,
-                json!(false),
-                "Keep the pools this run created (still removes benchmark objects and images).",
-            )],
+            requires: vec!["ceph", "rados", "rbd"],
             outputs: Vec::new(),
             metrics: Vec::new(),
         }
     }
 
-    fn plan(&self, params: &Params, ctx: &PlanContext) -> Vec<Action> {
+    fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
         let mut actions = vec![
             Action::command(
                 "for each rados bench write of this run",
@@ -52,7 +52,7 @@ impl Stage for CephCleanup {
             )
             .destructive(),
         ];
-        if params.bool("keep_pools") != Some(true) {
+        if !config.keep_pools {
             actions.push(
                 Action::command(
                     "for each pool this run created",
@@ -85,9 +85,9 @@ impl Stage for CephCleanup {
         actions
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let mut problems: Vec<String> = Vec::new();
-        let keep_pools = params.bool("keep_pools") == Some(true);
+        let keep_pools = config.keep_pools;
         let pools_to_delete: Vec<String> = if keep_pools {
             Vec::new()
         } else {

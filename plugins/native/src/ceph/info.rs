@@ -4,15 +4,26 @@
 
 use pipeline_model::{Aggregate, Direction, Metric, unit};
 use pipeline_stage_api::context::StageContext;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
 use pipeline_stage_api::stage::{
-    Action, MetricSpec, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
+    Action, MetricSpec, OutputSpec, PlanContext, StageError, StageOutput,
 };
+use pipeline_stage_api::typed::{About, TypedStage};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::admin;
 
 pub struct CephInfo;
+
+/// `with:` of a `ceph-info` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Fail unless the cluster reports HEALTH_OK (benchmarks of a degraded cluster mislead).
+    #[serde(default)]
+    pub require_health_ok: bool,
+}
 
 /// (environment key, `ceph` arguments).
 const QUERIES: &[(&str, &[&str])] = &[
@@ -23,21 +34,15 @@ const QUERIES: &[(&str, &[&str])] = &[
     ("ceph osd pool ls detail", &["osd", "pool", "ls", "detail"]),
 ];
 
-impl Stage for CephInfo {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for CephInfo {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "ceph-info",
+            summary: "Record the cluster: versions, status, OSD tree, df, pool details.",
             per_host: true,
-            requires: vec!["ceph".into()],
-            name: "ceph-info".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary: "Record the cluster: versions, status, OSD tree, df, pool details.".into(),
-            params: vec![ParamSpec::with_default(
-                "require_health_ok",
-                ParamType::Bool,
-                json!(false),
-                "Fail unless the cluster reports HEALTH_OK (benchmarks of a degraded cluster mislead).",
-            )],
+            requires: vec!["ceph"],
             outputs: vec![
                 OutputSpec::new("fsid", "Cluster id."),
                 OutputSpec::new("version", "The Ceph version the monitors run."),
@@ -51,7 +56,7 @@ impl Stage for CephInfo {
         }
     }
 
-    fn plan(&self, _params: &Params, ctx: &PlanContext) -> Vec<Action> {
+    fn plan(&self, _config: &Config, ctx: &PlanContext) -> Vec<Action> {
         QUERIES
             .iter()
             .map(|(name, args)| {
@@ -62,7 +67,7 @@ impl Stage for CephInfo {
             .collect()
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let mut output = StageOutput::default();
         for (name, args) in QUERIES {
             let mut a: Vec<&str> = args.to_vec();
@@ -110,7 +115,7 @@ impl Stage for CephInfo {
                 );
             }
         }
-        if params.bool("require_health_ok") == Some(true) && health != "HEALTH_OK" {
+        if config.require_health_ok && health != "HEALTH_OK" {
             return Err(StageError::failed(format!(
                 "the cluster reports {health}; `require_health_ok` is set"
             )));

@@ -3,6 +3,7 @@
 //! call has a timeout: a full cluster makes them hang forever.
 
 pub mod cleanup;
+pub mod health;
 pub mod info;
 pub mod pool;
 pub mod rados_bench;

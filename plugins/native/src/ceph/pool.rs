@@ -6,43 +6,110 @@
 use std::time::{Duration, Instant};
 
 use pipeline_stage_api::context::StageContext;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_stage_api::stage::{
-    Action, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
+use pipeline_stage_api::stage::{Action, OutputSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, Seconds, TypedStage};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{EC_PROFILE, POOL, admin, admin_ok, pool_names};
 
 pub struct CephPool;
 
-struct PoolConfig {
-    name: String,
-    erasure: bool,
-    size: i64,
-    min_size: Option<i64>,
-    pg_num: i64,
-    k: i64,
-    m: i64,
-    failure_domain: String,
-    application: String,
-    reuse_existing: bool,
+/// `with:` of a `ceph-pool` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Pool name.
+    pub name: String,
+    /// Pool type.
+    #[serde(default, rename = "type")]
+    pub kind: PoolType,
+    /// Replicas (replicated pools).
+    #[serde(default = "three")]
+    pub size: i64,
+    /// Minimum replicas to serve I/O (replicated pools).
+    #[serde(default)]
+    pub min_size: Option<i64>,
+    /// Placement groups (pgp_num is the same; autoscale off).
+    #[serde(default = "thirty_two")]
+    pub pg_num: i64,
+    /// Data chunks (erasure pools).
+    #[serde(default = "two")]
+    pub k: i64,
+    /// Coding chunks (erasure pools).
+    #[serde(default = "one")]
+    pub m: i64,
+    /// CRUSH failure domain of the EC profile (`osd` on a one-host cluster).
+    #[serde(default = "host")]
+    pub failure_domain: String,
+    /// Application to enable (`rbd` also runs `rbd pool init`).
+    #[serde(default)]
+    pub application: Application,
+    /// Use the pool if it exists (then it is never deleted) instead of failing.
+    #[serde(default)]
+    pub reuse_existing: bool,
+    /// Wait up to this long for the pool's PGs to be active+clean before the benchmarks (0: do not wait).
+    #[serde(default = "two_minutes")]
+    pub wait_clean: Seconds,
 }
 
-impl PoolConfig {
-    fn from(params: &Params) -> Self {
-        PoolConfig {
-            name: params.str("name").unwrap_or_default().to_string(),
-            erasure: params.str("type") == Some("erasure"),
-            size: params.i64("size").unwrap_or(3),
-            min_size: params.i64("min_size"),
-            pg_num: params.i64("pg_num").unwrap_or(32),
-            k: params.i64("k").unwrap_or(2),
-            m: params.i64("m").unwrap_or(1),
-            failure_domain: params.str("failure_domain").unwrap_or("host").to_string(),
-            application: params.str("application").unwrap_or("rados").to_string(),
-            reuse_existing: params.bool("reuse_existing").unwrap_or(false),
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolType {
+    #[default]
+    Replicated,
+    Erasure,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Application {
+    #[default]
+    Rados,
+    Rbd,
+    Rgw,
+    Cephfs,
+}
+
+impl Application {
+    fn as_str(self) -> &'static str {
+        match self {
+            Application::Rados => "rados",
+            Application::Rbd => "rbd",
+            Application::Rgw => "rgw",
+            Application::Cephfs => "cephfs",
         }
+    }
+}
+
+fn three() -> i64 {
+    3
+}
+
+fn thirty_two() -> i64 {
+    32
+}
+
+fn two() -> i64 {
+    2
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn host() -> String {
+    "host".into()
+}
+
+fn two_minutes() -> Seconds {
+    Seconds::secs(120)
+}
+
+impl Config {
+    fn erasure(&self) -> bool {
+        self.kind == PoolType::Erasure
     }
 
     fn profile(&self) -> String {
@@ -54,7 +121,7 @@ impl PoolConfig {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let pg = self.pg_num.to_string();
         let mut cmds = Vec::new();
-        if self.erasure {
+        if self.erasure() {
             cmds.push((
                 "ec-profile",
                 s(&[
@@ -121,7 +188,7 @@ impl PoolConfig {
                 ));
             }
         }
-        if self.erasure && self.application == "rbd" {
+        if self.erasure() && self.application == Application::Rbd {
             // RBD on EC needs overwrites enabled.
             cmds.push((
                 "ec-overwrites",
@@ -143,42 +210,28 @@ impl PoolConfig {
                 "application",
                 "enable",
                 &self.name,
-                &self.application,
+                self.application.as_str(),
             ]),
         ));
         cmds
     }
 }
 
-impl Stage for CephPool {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for CephPool {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "ceph-pool",
+            summary: "Create a replicated or erasure-coded pool owned by this run (deleted by ceph-cleanup).",
             per_host: true,
-            requires: vec!["ceph".into()],
-            name: "ceph-pool".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary: "Create a replicated or erasure-coded pool owned by this run (deleted by ceph-cleanup).".into(),
-            params: vec![
-                ParamSpec::required("name", ParamType::String, "Pool name."),
-                ParamSpec::with_default("type", ParamType::enumeration(&["replicated", "erasure"]), json!("replicated"), "Pool type."),
-                ParamSpec::with_default("size", ParamType::Integer, json!(3), "Replicas (replicated pools)."),
-                ParamSpec::optional("min_size", ParamType::Integer, "Minimum replicas to serve I/O (replicated pools)."),
-                ParamSpec::with_default("pg_num", ParamType::Integer, json!(32), "Placement groups (pgp_num is the same; autoscale off)."),
-                ParamSpec::with_default("k", ParamType::Integer, json!(2), "Data chunks (erasure pools)."),
-                ParamSpec::with_default("m", ParamType::Integer, json!(1), "Coding chunks (erasure pools)."),
-                ParamSpec::with_default("failure_domain", ParamType::String, json!("host"), "CRUSH failure domain of the EC profile (`osd` on a one-host cluster)."),
-                ParamSpec::with_default("application", ParamType::enumeration(&["rados", "rbd", "rgw", "cephfs"]), json!("rados"), "Application to enable (`rbd` also runs `rbd pool init`)."),
-                ParamSpec::with_default("reuse_existing", ParamType::Bool, json!(false), "Use the pool if it exists (then it is never deleted) instead of failing."),
-                ParamSpec::with_default("wait_clean", ParamType::Duration, json!(120), "Wait up to this long for the pool's PGs to be active+clean before the benchmarks (0: do not wait)."),
-            ],
+            requires: vec!["ceph"],
             outputs: vec![OutputSpec::new("pool", "The pool name.")],
             metrics: Vec::new(),
         }
     }
 
-    fn check(&self, params: &Params) -> Vec<(String, String)> {
-        let c = PoolConfig::from(params);
+    fn check(&self, c: &Config) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         if c.name.is_empty() || c.name.starts_with('.') || c.name.contains(char::is_whitespace) {
             problems.push((
@@ -201,14 +254,13 @@ impl Stage for CephPool {
         if c.pg_num < 1 || c.pg_num > 32768 {
             problems.push(("pg_num".into(), "pg_num must be between 1 and 32768".into()));
         }
-        if c.erasure && (c.k < 1 || c.m < 1) {
+        if c.erasure() && (c.k < 1 || c.m < 1) {
             problems.push(("k".into(), "erasure pools need k >= 1 and m >= 1".into()));
         }
         problems
     }
 
-    fn plan(&self, params: &Params, ctx: &PlanContext) -> Vec<Action> {
-        let c = PoolConfig::from(params);
+    fn plan(&self, c: &Config, ctx: &PlanContext) -> Vec<Action> {
         let mut actions = vec![Action::note(format!(
             "refuse if pool `{}` exists{}",
             c.name,
@@ -222,7 +274,7 @@ impl Stage for CephPool {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             actions.push(Action::command(label, ctx.ceph.argv("ceph", &args)));
         }
-        if c.application == "rbd" {
+        if c.application == Application::Rbd {
             actions.push(Action::command(
                 "rbd pool init",
                 ctx.ceph.argv("rbd", &["pool", "init", &c.name]),
@@ -231,8 +283,7 @@ impl Stage for CephPool {
         actions
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
-        let c = PoolConfig::from(params);
+    fn run(&self, c: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let mut output = StageOutput::default();
         output.outputs.insert("pool".into(), json!(c.name));
         if pool_names(ctx)?.contains(&c.name) {
@@ -263,12 +314,12 @@ impl Stage for CephPool {
                 ctx.record_created(POOL, &c.name);
             }
         }
-        if c.application == "rbd" {
+        if c.application == Application::Rbd {
             let spec = admin(&ctx.ceph, "rbd", &["pool", "init", &c.name]);
             ctx.run_ok("rbd-pool-init", &spec)?;
         }
-        if let Some(limit) = params.duration("wait_clean").filter(|d| !d.is_zero()) {
-            wait_active_clean(ctx, &c.name, limit)?;
+        if !c.wait_clean.0.is_zero() {
+            wait_active_clean(ctx, &c.name, c.wait_clean.0)?;
         }
         Ok(output)
     }

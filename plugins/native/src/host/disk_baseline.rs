@@ -19,66 +19,146 @@ use std::time::Duration;
 use pipeline_model::{Measurement, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
-use serde_json::json;
+use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::{ensure_ok, shell, slug};
 
 pub struct DiskBaseline;
 
-/// The tests, in the order they run.
-pub const TESTS: [&str; 6] = [
-    "dd-write",
-    "dd-read",
-    "fio-randread",
-    "fio-randwrite",
-    "fio-seqread",
-    "fio-seqwrite",
-];
-
-fn writes(test: &str) -> bool {
-    test.ends_with("write")
+/// `with:` of a `disk-baseline` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Absolute paths on each host: a file to create (removed at the end), a directory (a file is created inside it), or a raw device listed in `scratch_devices`.
+    pub targets: Vec<String>,
+    /// Raw devices whose data may be DESTROYED. A device target not listed here is refused.
+    #[serde(default)]
+    pub scratch_devices: Vec<String>,
+    /// Bytes dd writes and reads, and fio's region (file size).
+    #[serde(default = "quarter_gib")]
+    pub size: ByteSize,
+    /// dd's block size (a multiple of 512 for O_DIRECT).
+    #[serde(default = "one_mib")]
+    pub block_size: ByteSize,
+    /// Duration of each fio test (whole seconds).
+    #[serde(default = "five_seconds")]
+    pub runtime: Seconds,
+    /// fio I/Os in flight (libaio).
+    #[serde(default = "thirty_two")]
+    pub iodepth: i64,
+    /// Which tests to run (always in the order dd-write, dd-read, fio-randread, fio-randwrite, fio-seqread, fio-seqwrite).
+    #[serde(default = "all_tests")]
+    pub tests: Vec<Test>,
+    /// Kill dd after this long (fio: runtime + this).
+    #[serde(default = "ten_minutes")]
+    pub command_timeout: Seconds,
 }
 
-/// fio's `rw` and block size for a fio test.
-fn fio_job(test: &str) -> (&'static str, &'static str) {
-    match test {
-        "fio-randread" => ("randread", "4k"),
-        "fio-randwrite" => ("randwrite", "4k"),
-        "fio-seqread" => ("read", "1M"),
-        _ => ("write", "1M"),
+/// One test; declared in the order they run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Test {
+    DdWrite,
+    DdRead,
+    FioRandread,
+    FioRandwrite,
+    FioSeqread,
+    FioSeqwrite,
+}
+
+impl Test {
+    /// Every test, in the order they run.
+    pub const ALL: [Test; 6] = [
+        Test::DdWrite,
+        Test::DdRead,
+        Test::FioRandread,
+        Test::FioRandwrite,
+        Test::FioSeqread,
+        Test::FioSeqwrite,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Test::DdWrite => "dd-write",
+            Test::DdRead => "dd-read",
+            Test::FioRandread => "fio-randread",
+            Test::FioRandwrite => "fio-randwrite",
+            Test::FioSeqread => "fio-seqread",
+            Test::FioSeqwrite => "fio-seqwrite",
+        }
+    }
+
+    fn is_dd(self) -> bool {
+        matches!(self, Test::DdWrite | Test::DdRead)
+    }
+
+    fn writes(self) -> bool {
+        matches!(self, Test::DdWrite | Test::FioRandwrite | Test::FioSeqwrite)
+    }
+
+    /// fio's `rw` and block size for a fio test.
+    fn fio_job(self) -> (&'static str, &'static str) {
+        match self {
+            Test::FioRandread => ("randread", "4k"),
+            Test::FioRandwrite => ("randwrite", "4k"),
+            Test::FioSeqread => ("read", "1M"),
+            _ => ("write", "1M"),
+        }
     }
 }
 
+fn quarter_gib() -> ByteSize {
+    ByteSize::mib(256)
+}
+
+fn one_mib() -> ByteSize {
+    ByteSize::mib(1)
+}
+
+fn five_seconds() -> Seconds {
+    Seconds::secs(5)
+}
+
+fn thirty_two() -> i64 {
+    32
+}
+
+fn all_tests() -> Vec<Test> {
+    Test::ALL.to_vec()
+}
+
+fn ten_minutes() -> Seconds {
+    Seconds::secs(600)
+}
+
+/// The config as the commands use it.
 struct Settings {
     size: u64,
     block_size: u64,
     runtime: u64,
     iodepth: i64,
-    tests: Vec<String>,
+    tests: Vec<Test>,
     timeout: Duration,
 }
 
 impl Settings {
-    fn from(params: &Params) -> Self {
-        let selected = params.strings("tests");
+    fn from(config: &Config) -> Self {
         Settings {
-            size: params.u64("size").unwrap_or(256 << 20),
-            block_size: params.u64("block_size").unwrap_or(1 << 20).max(1),
-            runtime: params.f64("runtime").unwrap_or(5.0).ceil().max(1.0) as u64,
-            iodepth: params.i64("iodepth").unwrap_or(32),
+            size: config.size.0,
+            block_size: config.block_size.0.max(1),
+            runtime: config.runtime.as_secs_f64().ceil().max(1.0) as u64,
+            iodepth: config.iodepth,
             // Always in the canonical order: writes lay out what reads read.
-            tests: TESTS
-                .iter()
-                .filter(|t| selected.iter().any(|s| s == *t))
-                .map(|t| t.to_string())
+            tests: Test::ALL
+                .into_iter()
+                .filter(|t| config.tests.contains(t))
                 .collect(),
-            timeout: params
-                .duration("command_timeout")
-                .unwrap_or(Duration::from_secs(600)),
+            timeout: config.command_timeout.0,
         }
     }
 
@@ -86,9 +166,9 @@ impl Settings {
         self.size.div_ceil(self.block_size)
     }
 
-    fn command(&self, test: &str, path: &str) -> CommandSpec {
+    fn command(&self, test: Test, path: &str) -> CommandSpec {
         match test {
-            "dd-write" => CommandSpec::new(vec![
+            Test::DdWrite => CommandSpec::new(vec![
                 "dd".into(),
                 "if=/dev/zero".into(),
                 format!("of={path}"),
@@ -99,7 +179,7 @@ impl Settings {
             ])
             .env("LC_ALL", "C")
             .timeout(self.timeout),
-            "dd-read" => CommandSpec::new(vec![
+            Test::DdRead => CommandSpec::new(vec![
                 "dd".into(),
                 format!("if={path}"),
                 "of=/dev/null".into(),
@@ -110,12 +190,12 @@ impl Settings {
             .env("LC_ALL", "C")
             .timeout(self.timeout),
             _ => {
-                let (rw, bs) = fio_job(test);
+                let (rw, bs) = test.fio_job();
                 CommandSpec::new(vec![
                     "fio".into(),
                     // json+: with latency bins, for percentiles over hosts.
                     "--output-format=json+".into(),
-                    format!("--name={test}"),
+                    format!("--name={}", test.as_str()),
                     format!("--filename={path}"),
                     "--ioengine=libaio".into(),
                     "--direct=1".into(),
@@ -166,64 +246,15 @@ struct Resolved {
     created_file: bool,
 }
 
-impl Stage for DiskBaseline {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for DiskBaseline {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "disk-baseline",
+            summary: "dd sequential write/read and fio 4k random / 1M sequential read/write (O_DIRECT) on files or scratch devices of each host.",
             per_host: true,
-            requires: vec!["dd".into(), "fio".into()],
-            name: "disk-baseline".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary: "dd sequential write/read and fio 4k random / 1M sequential read/write (O_DIRECT) on files or scratch devices of each host.".into(),
-            params: vec![
-                ParamSpec::required(
-                    "targets",
-                    ParamType::list(ParamType::String),
-                    "Absolute paths on each host: a file to create (removed at the end), a directory (a file is created inside it), or a raw device listed in `scratch_devices`.",
-                ),
-                ParamSpec::with_default(
-                    "scratch_devices",
-                    ParamType::list(ParamType::String),
-                    json!([]),
-                    "Raw devices whose data may be DESTROYED. A device target not listed here is refused.",
-                ),
-                ParamSpec::with_default(
-                    "size",
-                    ParamType::Size,
-                    json!(256u64 << 20),
-                    "Bytes dd writes and reads, and fio's region (file size).",
-                ),
-                ParamSpec::with_default(
-                    "block_size",
-                    ParamType::Size,
-                    json!(1u64 << 20),
-                    "dd's block size (a multiple of 512 for O_DIRECT).",
-                ),
-                ParamSpec::with_default(
-                    "runtime",
-                    ParamType::Duration,
-                    json!(5),
-                    "Duration of each fio test (whole seconds).",
-                ),
-                ParamSpec::with_default(
-                    "iodepth",
-                    ParamType::Integer,
-                    json!(32),
-                    "fio I/Os in flight (libaio).",
-                ),
-                ParamSpec::with_default(
-                    "tests",
-                    ParamType::list(ParamType::enumeration(&TESTS)),
-                    json!(TESTS),
-                    "Which tests to run (always in the order dd-write, dd-read, fio-randread, fio-randwrite, fio-seqread, fio-seqwrite).",
-                ),
-                ParamSpec::with_default(
-                    "command_timeout",
-                    ParamType::Duration,
-                    json!(600),
-                    "Kill dd after this long (fio: runtime + this).",
-                ),
-            ],
+            requires: vec!["dd", "fio"],
             outputs: Vec::new(),
             metrics: vec![
                 MetricSpec::new(
@@ -240,10 +271,10 @@ impl Stage for DiskBaseline {
         }
     }
 
-    fn check(&self, params: &Params) -> Vec<(String, String)> {
+    fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
-        let scratch = params.strings("scratch_devices");
-        let targets = params.strings("targets");
+        let scratch = &config.scratch_devices;
+        let targets = &config.targets;
         if targets.is_empty() {
             p.push((
                 "targets".into(),
@@ -254,27 +285,25 @@ impl Stage for DiskBaseline {
             if targets[..i].contains(t) {
                 p.push(("targets".into(), format!("`{t}` is listed twice")));
             }
-            if let Some(problem) = target_problem(t, &scratch) {
+            if let Some(problem) = target_problem(t, scratch) {
                 p.push(("targets".into(), problem));
             }
         }
-        let s = Settings::from(params);
+        let s = Settings::from(config);
         if s.size == 0 {
             p.push(("size".into(), "must be more than 0".into()));
         }
-        if params
-            .u64("block_size")
-            .is_some_and(|b| b == 0 || b % 512 != 0)
-        {
+        let block_size = config.block_size.0;
+        if block_size == 0 || !block_size.is_multiple_of(512) {
             p.push((
                 "block_size".into(),
                 "must be a multiple of 512 (O_DIRECT)".into(),
             ));
         }
-        if s.size > 0 && params.u64("block_size").is_some_and(|b| b > s.size) {
+        if s.size > 0 && block_size > s.size {
             p.push(("block_size".into(), "is larger than `size`".into()));
         }
-        if params.f64("runtime").is_some_and(|r| r < 1.0) {
+        if config.runtime.as_secs_f64() < 1.0 {
             p.push(("runtime".into(), "must be at least 1s".into()));
         }
         if !(1..=4096).contains(&s.iodepth) {
@@ -286,17 +315,17 @@ impl Stage for DiskBaseline {
         p
     }
 
-    fn plan(&self, params: &Params, _ctx: &PlanContext) -> Vec<Action> {
-        let s = Settings::from(params);
-        let scratch = params.strings("scratch_devices");
+    fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
+        let s = Settings::from(config);
+        let scratch = &config.scratch_devices;
         let mut actions = Vec::new();
-        for target in params.strings("targets") {
-            let device = is_device_path(&target);
+        for target in &config.targets {
+            let device = is_device_path(target);
             if device {
                 actions.push(Action::note(format!(
                     "{target}: scratch device; its data is DESTROYED by the write tests"
                 )));
-                if !scratch.contains(&target) {
+                if !scratch.contains(target) {
                     actions.push(Action::note(format!(
                         "{target}: REFUSED (not in scratch_devices)"
                     )));
@@ -314,10 +343,12 @@ impl Stage for DiskBaseline {
             } else {
                 "FILE".to_string()
             };
-            for test in &s.tests {
-                let action =
-                    Action::command(format!("{target}: {test}"), s.command(test, &path).argv);
-                actions.push(if device && writes(test) {
+            for &test in &s.tests {
+                let action = Action::command(
+                    format!("{target}: {}", test.as_str()),
+                    s.command(test, &path).argv,
+                );
+                actions.push(if device && test.writes() {
                     action.destructive()
                 } else {
                     action
@@ -327,22 +358,22 @@ impl Stage for DiskBaseline {
         actions
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
-        let s = Settings::from(params);
-        let scratch = params.strings("scratch_devices");
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let s = Settings::from(config);
+        let scratch = &config.scratch_devices;
         let mut output = StageOutput::default();
-        for target in params.strings("targets") {
+        for target in &config.targets {
             // `validate` said so already; said again here, where it matters.
-            if let Some(problem) = target_problem(&target, &scratch) {
+            if let Some(problem) = target_problem(target, scratch) {
                 return Err(StageError::Param {
                     name: "targets".into(),
                     message: problem,
                 });
             }
-            let resolved = resolve(ctx, &target, &scratch)?;
-            let measured = measure(ctx, &s, &target, &resolved);
+            let resolved = resolve(ctx, target, scratch)?;
+            let measured = measure(ctx, &s, target, &resolved);
             let removed = if resolved.created_file {
-                remove(ctx, &target, &resolved.path)
+                remove(ctx, target, &resolved.path)
             } else {
                 Ok(())
             };
@@ -413,29 +444,28 @@ fn measure(
     let host = ctx.host.clone();
     let mut measured = Measurement::default();
     // dd-read of a new file needs data to read: lay it out (not measured).
-    if resolved.created_file
-        && s.tests.iter().any(|t| t == "dd-read")
-        && !s.tests.iter().any(|t| t == "dd-write")
+    if resolved.created_file && s.tests.contains(&Test::DdRead) && !s.tests.contains(&Test::DdWrite)
     {
-        let spec = s.command("dd-write", &resolved.path);
+        let spec = s.command(Test::DdWrite, &resolved.path);
         let out = ctx.run(&format!("prepare-{}", slug(target)), &spec)?;
         ensure_ok(&host, &spec, out)?;
     }
-    for test in &s.tests {
+    for &test in &s.tests {
+        let name = test.as_str();
         let spec = s.command(test, &resolved.path);
-        let out = ctx.run(&format!("{test}-{}", slug(target)), &spec)?;
+        let out = ctx.run(&format!("{name}-{}", slug(target)), &spec)?;
         let out = ensure_ok(&host, &spec, out)?;
-        let found = if test.starts_with("dd-") {
+        let found = if test.is_dd() {
             dd_metrics(&out.stderr)
         } else {
             fio_metrics(test, &out.stdout)
         }
-        .map_err(|e| StageError::failed(format!("{test} on {target}: {e}")))?;
+        .map_err(|e| StageError::failed(format!("{name} on {target}: {e}")))?;
         measured.metrics.extend(
             found
                 .metrics
                 .into_iter()
-                .map(|m| m.label("test", test.as_str()).label("target", target)),
+                .map(|m| m.label("test", name).label("target", target)),
         );
         measured.histograms.extend(
             found
@@ -454,11 +484,11 @@ fn dd_metrics(stderr: &str) -> Result<Measurement, String> {
 
 /// fio's totals (`job=all`, the label dropped: one job per test) and their
 /// latency histograms; the headline is the 4k random IOPS.
-fn fio_metrics(test: &str, stdout: &str) -> Result<Measurement, String> {
+fn fio_metrics(test: Test, stdout: &str) -> Result<Measurement, String> {
     let m = pipeline_parsers::fio::parse_json(stdout).map_err(|e| e.to_string())?;
     let headline = match test {
-        "fio-randread" => Some("read_iops"),
-        "fio-randwrite" => Some("write_iops"),
+        Test::FioRandread => Some("read_iops"),
+        Test::FioRandwrite => Some("write_iops"),
         _ => None,
     };
     let is_total =
@@ -499,20 +529,10 @@ fn remove(ctx: &mut StageContext, target: &str, path: &str) -> Result<(), StageE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn params(v: serde_json::Value) -> Params {
-        let mut p: Params = serde_json::from_value(json!({
-            "scratch_devices": [],
-            "size": 256u64 << 20,
-            "block_size": 1u64 << 20,
-            "runtime": 5,
-            "iodepth": 32,
-            "tests": TESTS,
-            "command_timeout": 600,
-        }))
-        .unwrap();
-        p.extend(serde_json::from_value::<Params>(v).unwrap());
-        p
+    fn params(v: serde_json::Value) -> Config {
+        serde_json::from_value(v).unwrap()
     }
 
     #[test]
@@ -593,9 +613,9 @@ mod tests {
         let s = Settings::from(&params(
             json!({"targets": ["/tmp/x"], "tests": ["fio-randread", "dd-write"]}),
         ));
-        assert_eq!(s.tests, ["dd-write", "fio-randread"]);
+        assert_eq!(s.tests, [Test::DdWrite, Test::FioRandread]);
         assert_eq!(
-            s.command("dd-read", "/f").env,
+            s.command(Test::DdRead, "/f").env,
             [("LC_ALL".to_string(), "C".to_string())]
         );
     }
@@ -614,7 +634,7 @@ mod tests {
         let dd = dd_metrics(&fixture("dd-coreutils-write-local.txt")).unwrap();
         let bw = dd.metrics.iter().find(|m| m.name == "bandwidth").unwrap();
         assert!(bw.headline && bw.value > 0.0 && bw.unit == "B/s");
-        let fio = fio_metrics("fio-randread", &fixture("fio-3.33-randread-local.json")).unwrap();
+        let fio = fio_metrics(Test::FioRandread, &fixture("fio-3.33-randread-local.json")).unwrap();
         assert!(fio.metrics.iter().all(|m| !m.labels.contains_key("job")));
         let heads: Vec<&str> = fio
             .metrics
@@ -623,10 +643,10 @@ mod tests {
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(heads, ["read_iops"]);
-        assert!(fio_metrics("fio-randread", &fixture("fio-3.33-job-error-local.json")).is_err());
+        assert!(fio_metrics(Test::FioRandread, &fixture("fio-3.33-job-error-local.json")).is_err());
         // json+: the totals' latency histograms come along, without `job`.
         let fio = fio_metrics(
-            "fio-randread",
+            Test::FioRandread,
             &fixture("fio-3.33-randread-64k-jsonplus-local.json"),
         )
         .unwrap();

@@ -7,29 +7,46 @@
 //! — is recorded as skipped with the reason. It never reports a drop that did
 //! not happen.
 
-use std::time::Duration;
-
 use pipeline_model::{Aggregate, Direction, Metric, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
-use serde_json::json;
+use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, Seconds, TypedStage};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::{command_error, shell};
 
 pub struct DropCaches;
 
+/// `with:` of a `drop-caches` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where dropping caches is refused (not root, read-only /proc/sys): fail the stage, or record it as skipped with the reason.
+    #[serde(default)]
+    pub if_not_permitted: IfNotPermitted,
+    /// Kill sync after this long (a host writing back gigabytes takes a while).
+    #[serde(default = "ten_minutes")]
+    pub command_timeout: Seconds,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IfNotPermitted {
+    #[default]
+    Fail,
+    Skip,
+}
+
+fn ten_minutes() -> Seconds {
+    Seconds::secs(600)
+}
+
 const LINE: &str = "sync && echo 3 > /proc/sys/vm/drop_caches";
 
-fn spec(params: &Params) -> CommandSpec {
-    shell(LINE, &[]).timeout(
-        params
-            .duration("command_timeout")
-            .unwrap_or(Duration::from_secs(600)),
-    )
+fn spec(config: &Config) -> CommandSpec {
+    shell(LINE, &[]).timeout(config.command_timeout.0)
 }
 
 /// The shell's message when the kernel refused the write (not root, or a
@@ -44,29 +61,15 @@ fn refusal(stderr: &str) -> Option<&str> {
     })
 }
 
-impl Stage for DropCaches {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for DropCaches {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "drop-caches",
+            summary: "sync, then drop the page cache on each host (echo 3 > /proc/sys/vm/drop_caches); needs root.",
             per_host: true,
-            requires: vec!["sync".into()],
-            name: "drop-caches".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary: "sync, then drop the page cache on each host (echo 3 > /proc/sys/vm/drop_caches); needs root.".into(),
-            params: vec![
-                ParamSpec::with_default(
-                    "if_not_permitted",
-                    ParamType::enumeration(&["fail", "skip"]),
-                    json!("fail"),
-                    "Where dropping caches is refused (not root, read-only /proc/sys): fail the stage, or record it as skipped with the reason.",
-                ),
-                ParamSpec::with_default(
-                    "command_timeout",
-                    ParamType::Duration,
-                    json!(600),
-                    "Kill sync after this long (a host writing back gigabytes takes a while).",
-                ),
-            ],
+            requires: vec!["sync"],
             outputs: Vec::new(),
             metrics: vec![MetricSpec::new(
                 "duration",
@@ -76,16 +79,16 @@ impl Stage for DropCaches {
         }
     }
 
-    fn plan(&self, params: &Params, _ctx: &PlanContext) -> Vec<Action> {
+    fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
         vec![Action::command(
             "flush dirty pages, then drop the page cache, dentries and inodes",
-            spec(params).argv,
+            spec(config).argv,
         )]
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let host = ctx.host.clone();
-        let spec = spec(params);
+        let spec = spec(config);
         let out = ctx.run("drop-caches", &spec)?;
         if out.success() {
             return Ok(StageOutput {
@@ -111,7 +114,7 @@ impl Stage for DropCaches {
         let reason = format!(
             "dropping caches is not permitted ({line}); it needs root and a writable /proc/sys"
         );
-        if params.str("if_not_permitted") == Some("skip") {
+        if config.if_not_permitted == IfNotPermitted::Skip {
             Ok(StageOutput {
                 skipped: Some(reason),
                 ..Default::default()
@@ -147,11 +150,17 @@ mod tests {
 
     #[test]
     fn describes_itself_as_per_host() {
-        let d = DropCaches.describe();
+        use pipeline_stage_api::stage::Stage;
+        use pipeline_stage_api::typed::Typed;
+        use std::time::Duration;
+
+        let d = Typed(DropCaches).describe();
         assert!(d.per_host);
         assert_eq!(d.requires, ["sync"]);
-        let params: Params = serde_json::from_value(json!({"command_timeout": 60})).unwrap();
-        assert_eq!(spec(&params).argv, ["sh", "-c", LINE]);
-        assert_eq!(spec(&params).timeout, Some(Duration::from_secs(60)));
+        let config: Config =
+            serde_json::from_value(serde_json::json!({"command_timeout": 60})).unwrap();
+        assert_eq!(config.if_not_permitted, IfNotPermitted::Fail);
+        assert_eq!(spec(&config).argv, ["sh", "-c", LINE]);
+        assert_eq!(spec(&config).timeout, Some(Duration::from_secs(60)));
     }
 }

@@ -18,11 +18,10 @@ use pipeline_model::{Metric, Series, unit};
 use pipeline_stage_api::context::{Background, StageContext};
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::hosts::Host;
-use pipeline_stage_api::params::{ParamSpec, ParamType, Params, ParamsExt};
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
-};
-use serde_json::json;
+use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::typed::{About, TypedStage};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::{command_error, ensure_ok, shell, slug};
 
@@ -38,19 +37,62 @@ struct Link {
     port: u16,
 }
 
-struct Settings {
-    seconds: i64,
-    parallel: i64,
+/// `with:` of an `iperf3` stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// pair: the server and the first other host; all-to-one: every other host to the server; mesh: every ordered pair of hosts.
+    #[serde(default)]
+    pub pattern: Pattern,
+    /// The server host (a name from `on:`); default the first one (pair, all-to-one).
+    #[serde(default)]
+    pub server: Option<String>,
+    /// Address the server binds to and clients connect to (e.g. the cluster network address); default the server's inventory address, 127.0.0.1 for this machine. Not with mesh.
+    #[serde(default)]
+    pub bind: Option<String>,
+    /// Duration of each test (iperf3 -t).
+    #[serde(default = "five")]
+    pub seconds: i64,
+    /// Parallel streams (iperf3 -P).
+    #[serde(default = "one")]
+    pub parallel: i64,
+    /// Server port; in a mesh host i serves on port + i.
+    #[serde(default = "default_port")]
+    pub port: i64,
 }
 
-impl Settings {
-    fn from(params: &Params) -> Self {
-        Settings {
-            seconds: params.i64("seconds").unwrap_or(5),
-            parallel: params.i64("parallel").unwrap_or(1),
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    #[default]
+    Pair,
+    AllToOne,
+    Mesh,
+}
+
+impl Pattern {
+    fn as_str(self) -> &'static str {
+        match self {
+            Pattern::Pair => "pair",
+            Pattern::AllToOne => "all-to-one",
+            Pattern::Mesh => "mesh",
         }
     }
+}
 
+fn five() -> i64 {
+    5
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn default_port() -> i64 {
+    5201
+}
+
+impl Config {
     fn server(&self, link: &Link, pid_file: &str) -> CommandSpec {
         CommandSpec::new(vec![
             "iperf3".into(),
@@ -93,7 +135,7 @@ fn default_bind(host: &Host) -> String {
 }
 
 /// The links a pattern measures, in order.
-fn links(params: &Params, targets: &[Host]) -> Result<Vec<Link>, String> {
+fn links(config: &Config, targets: &[Host]) -> Result<Vec<Link>, String> {
     let names = || {
         targets
             .iter()
@@ -101,7 +143,7 @@ fn links(params: &Params, targets: &[Host]) -> Result<Vec<Link>, String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let base = params.i64("port").unwrap_or(5201);
+    let base = config.port;
     let port =
         |i: usize| u16::try_from(base + i as i64).map_err(|_| "port out of range".to_string());
     // One host (the default, this machine): client and server both on it,
@@ -110,17 +152,14 @@ fn links(params: &Params, targets: &[Host]) -> Result<Vec<Link>, String> {
         return Ok(vec![Link {
             client: only.clone(),
             server: only.clone(),
-            bind: params
-                .str("bind")
-                .map_or_else(|| default_bind(only), str::to_string),
+            bind: config.bind.clone().unwrap_or_else(|| default_bind(only)),
             port: port(0)?,
         }]);
     }
     if targets.is_empty() {
         return Err(format!("iperf3 needs hosts in `on:` (got: {})", names()));
     }
-    let pattern = params.str("pattern").unwrap_or("pair");
-    if pattern == "mesh" {
+    if config.pattern == Pattern::Mesh {
         let mut out = Vec::new();
         for (i, server) in targets.iter().enumerate() {
             for client in targets.iter().filter(|c| c.name != server.name) {
@@ -134,7 +173,7 @@ fn links(params: &Params, targets: &[Host]) -> Result<Vec<Link>, String> {
         }
         return Ok(out);
     }
-    let server = match params.str("server") {
+    let server = match config.server.as_deref() {
         Some(name) => targets.iter().find(|h| h.name == name).ok_or_else(|| {
             format!(
                 "server `{name}` is not one of the stage's hosts ({})",
@@ -143,11 +182,9 @@ fn links(params: &Params, targets: &[Host]) -> Result<Vec<Link>, String> {
         })?,
         None => &targets[0],
     };
-    let bind = params
-        .str("bind")
-        .map_or_else(|| default_bind(server), str::to_string);
+    let bind = config.bind.clone().unwrap_or_else(|| default_bind(server));
     let clients = targets.iter().filter(|c| c.name != server.name);
-    let clients: Vec<&Host> = if pattern == "pair" {
+    let clients: Vec<&Host> = if config.pattern == Pattern::Pair {
         clients.take(1).collect()
     } else {
         clients.collect()
@@ -176,41 +213,15 @@ const WAIT_LISTENING: &str = "p=$(printf '%04X' \"$1\"); i=0; while [ $i -lt 100
 const KILL_BY_PIDFILE: &str =
     "if [ -f \"$1\" ]; then kill \"$(cat \"$1\")\" 2>/dev/null; rm -f -- \"$1\"; fi; true";
 
-impl Stage for Iperf3 {
-    fn describe(&self) -> StageDescription {
-        StageDescription {
-            capabilities: Vec::new(),
+impl TypedStage for Iperf3 {
+    type Config = Config;
+
+    fn about(&self) -> About {
+        About {
+            name: "iperf3",
+            summary: "iperf3 TCP throughput between the hosts of `on:` (pair, all-to-one or mesh), one link at a time.",
             per_host: false,
-            requires: vec!["iperf3".into()],
-            name: "iperf3".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            summary: "iperf3 TCP throughput between the hosts of `on:` (pair, all-to-one or mesh), one link at a time.".into(),
-            params: vec![
-                ParamSpec::with_default(
-                    "pattern",
-                    ParamType::enumeration(&["pair", "all-to-one", "mesh"]),
-                    json!("pair"),
-                    "pair: the server and the first other host; all-to-one: every other host to the server; mesh: every ordered pair of hosts.",
-                ),
-                ParamSpec::optional(
-                    "server",
-                    ParamType::String,
-                    "The server host (a name from `on:`); default the first one (pair, all-to-one).",
-                ),
-                ParamSpec::optional(
-                    "bind",
-                    ParamType::String,
-                    "Address the server binds to and clients connect to (e.g. the cluster network address); default the server's inventory address, 127.0.0.1 for this machine. Not with mesh.",
-                ),
-                ParamSpec::with_default("seconds", ParamType::Integer, json!(5), "Duration of each test (iperf3 -t)."),
-                ParamSpec::with_default("parallel", ParamType::Integer, json!(1), "Parallel streams (iperf3 -P)."),
-                ParamSpec::with_default(
-                    "port",
-                    ParamType::Integer,
-                    json!(5201),
-                    "Server port; in a mesh host i serves on port + i.",
-                ),
-            ],
+            requires: vec!["iperf3"],
             outputs: Vec::new(),
             metrics: vec![
                 MetricSpec::new(
@@ -223,24 +234,20 @@ impl Stage for Iperf3 {
         }
     }
 
-    fn check(&self, params: &Params) -> Vec<(String, String)> {
+    fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
-        let s = Settings::from(params);
-        if s.seconds < 1 {
+        if config.seconds < 1 {
             p.push(("seconds".into(), "must be at least 1".into()));
         }
-        if !(1..=128).contains(&s.parallel) {
+        if !(1..=128).contains(&config.parallel) {
             p.push(("parallel".into(), "must be between 1 and 128".into()));
         }
-        if !params
-            .i64("port")
-            .is_some_and(|port| (1..=65000).contains(&port))
-        {
+        if !(1..=65000).contains(&config.port) {
             p.push(("port".into(), "must be between 1 and 65000".into()));
         }
-        if params.str("pattern") == Some("mesh") {
-            for name in ["bind", "server"] {
-                if params.get(name).is_some() {
+        if config.pattern == Pattern::Mesh {
+            for (name, given) in [("bind", &config.bind), ("server", &config.server)] {
+                if given.is_some() {
                     p.push((
                         name.into(),
                         "does not apply to a mesh: every host serves, on its own address".into(),
@@ -251,17 +258,16 @@ impl Stage for Iperf3 {
         p
     }
 
-    fn plan(&self, params: &Params, _ctx: &PlanContext) -> Vec<Action> {
-        let s = Settings::from(params);
-        let server = params.str("server").unwrap_or("<first host of on:>");
-        let bind = params.str("bind").unwrap_or("<server address>");
+    fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
+        let server = config.server.as_deref().unwrap_or("<first host of on:>");
+        let bind = config.bind.as_deref().unwrap_or("<server address>");
         let link = Link {
             client: Host::local(),
             server: Host::local(),
             bind: bind.into(),
-            port: params.i64("port").unwrap_or(5201) as u16,
+            port: config.port as u16,
         };
-        let pattern = params.str("pattern").unwrap_or("pair");
+        let pattern = config.pattern.as_str();
         vec![
             Action::note(format!(
                 "{pattern}: one link at a time{}",
@@ -273,19 +279,19 @@ impl Stage for Iperf3 {
             )),
             Action::command(
                 "server (one-off, on the server host)",
-                s.server(&link, "/tmp/pipeline-iperf3-<run id>-<port>.pid")
+                config
+                    .server(&link, "/tmp/pipeline-iperf3-<run id>-<port>.pid")
                     .argv,
             ),
-            Action::command("client (on each client host)", s.client(&link).argv),
+            Action::command("client (on each client host)", config.client(&link).argv),
         ]
     }
 
-    fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
-        let s = Settings::from(params);
-        let links = links(params, &ctx.targets).map_err(StageError::failed)?;
+    fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        let links = links(config, &ctx.targets).map_err(StageError::failed)?;
         let mut output = StageOutput::default();
         for link in &links {
-            let (metrics, series) = measure(ctx, &s, link)?;
+            let (metrics, series) = measure(ctx, config, link)?;
             output.metrics.extend(metrics);
             output.series.extend(series);
         }
@@ -296,7 +302,7 @@ impl Stage for Iperf3 {
 /// One link: server up, client run, server reaped (killed on any failure).
 fn measure(
     ctx: &mut StageContext,
-    s: &Settings,
+    config: &Config,
     link: &Link,
 ) -> Result<(Vec<Metric>, Vec<Series>), StageError> {
     let what = format!(
@@ -308,13 +314,13 @@ fn measure(
         slug(&ctx.run_id),
         link.port
     );
-    let server_spec = s.server(link, &pid_file);
+    let server_spec = config.server(link, &pid_file);
     let server = ctx.spawn_on(
         &link.server,
         &format!("iperf3-server-{}", slug(&link.server.name)),
         &server_spec,
     )?;
-    let ran = client_run(ctx, s, link, &what);
+    let ran = client_run(ctx, config, link, &what);
     let (metrics, series) = match ran {
         Ok(found) => found,
         Err(e) => {
@@ -337,7 +343,7 @@ fn measure(
 
 fn client_run(
     ctx: &mut StageContext,
-    s: &Settings,
+    config: &Config,
     link: &Link,
     what: &str,
 ) -> Result<(Vec<Metric>, Vec<Series>), StageError> {
@@ -354,7 +360,7 @@ fn client_run(
             out.tail()
         )));
     }
-    let spec = s.client(link);
+    let spec = config.client(link);
     let label = format!(
         "iperf3-{}-to-{}",
         slug(&link.client.name),
@@ -416,6 +422,9 @@ fn stop_server(ctx: &mut StageContext, link: &Link, server: Background, pid_file
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pipeline_stage_api::stage::Stage;
+    use pipeline_stage_api::typed::Typed;
+    use serde_json::json;
 
     fn host(name: &str, address: &str) -> Host {
         Host {
@@ -425,13 +434,8 @@ mod tests {
         }
     }
 
-    fn params(v: serde_json::Value) -> Params {
-        let mut p: Params = serde_json::from_value(
-            json!({"pattern": "pair", "seconds": 5, "parallel": 1, "port": 5201}),
-        )
-        .unwrap();
-        p.extend(serde_json::from_value::<Params>(v).unwrap());
-        p
+    fn params(v: serde_json::Value) -> Config {
+        serde_json::from_value(v).unwrap()
     }
 
     fn shape(links: &[Link]) -> Vec<String> {
@@ -483,7 +487,7 @@ mod tests {
 
     #[test]
     fn commands() {
-        let s = Settings::from(&params(json!({"seconds": 3, "parallel": 2})));
+        let s = params(json!({"seconds": 3, "parallel": 2}));
         let link = Link {
             client: host("a", "x"),
             server: host("b", "y"),
@@ -498,7 +502,7 @@ mod tests {
             s.client(&link).argv.join(" "),
             "iperf3 -c y -p 5202 -t 3 -P 2 -J --connect-timeout 5000"
         );
-        assert!(!Iperf3.describe().per_host);
+        assert!(!Typed(Iperf3).describe().per_host);
         assert!(
             Iperf3
                 .check(&params(json!({"pattern": "mesh", "bind": "1.2.3.4"})))

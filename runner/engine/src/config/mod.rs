@@ -1,6 +1,7 @@
 //! The pipeline file as written: deserialized from YAML with locations, not
 //! yet checked. `crate::compile` turns it into a checked `Plan`.
 
+pub mod editor_schema;
 pub mod node;
 pub mod parse;
 pub mod shape;
@@ -151,7 +152,8 @@ pub struct ReportConfig {
     pub summary_metrics: Vec<String>,
 }
 
-/// The JSON Schema of pipeline files (committed as `schemas/pipeline.schema.json`).
+/// The JSON Schema of pipeline files, as `validate` checks them. Editors get
+/// it with the stages' parameters added ([`editor_schema`]).
 pub fn pipeline_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(PipelineConfig)).unwrap_or_default()
 }
