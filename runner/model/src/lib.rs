@@ -30,8 +30,10 @@ pub enum Direction {
 pub type Labels = BTreeMap<String, String>;
 
 /// One measured figure.
+// Unknown fields are ignored when reading, not refused (no
+// `deny_unknown_fields`): results.json written by a newer pipeline may carry
+// more about a metric than this one knows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Metric {
     /// Stable, machine-friendly name, e.g. `bandwidth`, `iops_avg`, `clat_p99`.
     pub name: String,
