@@ -186,8 +186,14 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
 }
 
 pub fn report(run_dir: &Path) -> u8 {
-    match RunResults::load(run_dir).and_then(|r| pipeline_engine::report::write_report(&r, run_dir))
-    {
+    let results = match RunResults::load(run_dir) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    match pipeline_engine::report::write_report(&results, run_dir) {
         Ok(()) => {
             println!(
                 "report: {}",

@@ -90,7 +90,7 @@ impl Default for Inventory {
 
 impl Inventory {
     /// Hosts named by `on:` entries (host or group names), in order, once each.
-    pub fn resolve(&self, names: &[String]) -> Result<Vec<Host>, String> {
+    pub fn resolve(&self, names: &[String]) -> Result<Vec<Host>, UnknownTarget> {
         let mut out: Vec<Host> = Vec::new();
         for name in names {
             let members: Vec<String> = if let Some(group) = self.groups.get(name) {
@@ -104,7 +104,7 @@ impl Inventory {
             } else if self.hosts.contains_key(name) {
                 vec![name.clone()]
             } else {
-                return Err(name.clone());
+                return Err(UnknownTarget(name.clone()));
             };
             for m in members {
                 if let Some(h) = self.hosts.get(&m)
@@ -125,14 +125,33 @@ impl Inventory {
     }
 }
 
+/// An `on:` entry that is neither a host nor a group of the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no host or group `{0}` in the inventory")]
+pub struct UnknownTarget(pub String);
+
+/// Why an Ansible inventory could not be read. Lines are 1-based.
+#[derive(Debug, thiserror::Error)]
+pub enum AnsibleError {
+    #[error("line {line}: unknown section kind `{kind}`")]
+    UnknownSection { line: usize, kind: String },
+    #[error("line {line}: expected key=value, found `{word}`")]
+    NotKeyValue { line: usize, word: String },
+    /// `line` is known for a host line of an INI file, not for group vars.
+    #[error("{}ansible_port `{value}` is not a port number", .line.map(|n| format!("line {n}: ")).unwrap_or_default())]
+    BadPort { line: Option<usize>, value: String },
+    #[error(transparent)]
+    Yaml(#[from] serde_saphyr::Error),
+}
+
+/// Hosts by name, and groups of host names.
+pub type HostsAndGroups = (BTreeMap<String, HostConfig>, BTreeMap<String, Vec<String>>);
+
 /// Reads an Ansible INI inventory: `[group]` sections of
 /// `name ansible_host=ADDR ansible_user=U ansible_port=P ansible_ssh_private_key_file=K`
 /// lines. `[group:vars]` and `[group:children]` sections are understood
 /// (children are expanded; vars apply `ansible_user`/`ansible_port`).
-/// Hosts by name, and groups of host names.
-pub type HostsAndGroups = (BTreeMap<String, HostConfig>, BTreeMap<String, Vec<String>>);
-
-pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, String> {
+pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, AnsibleError> {
     let mut hosts: BTreeMap<String, HostConfig> = BTreeMap::new();
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -148,7 +167,10 @@ pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, String> {
                 Some((g, "vars")) => (g.to_string(), "vars"),
                 Some((g, "children")) => (g.to_string(), "children"),
                 Some((_, other)) => {
-                    return Err(format!("line {}: unknown section kind `{other}`", n + 1));
+                    return Err(AnsibleError::UnknownSection {
+                        line: n + 1,
+                        kind: other.to_string(),
+                    });
                 }
                 None => (header.to_string(), "hosts"),
             };
@@ -173,12 +195,12 @@ pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, String> {
                 });
                 for word in words {
                     let Some((k, v)) = word.split_once('=') else {
-                        return Err(format!(
-                            "line {}: expected key=value, found `{word}`",
-                            n + 1
-                        ));
+                        return Err(AnsibleError::NotKeyValue {
+                            line: n + 1,
+                            word: word.to_string(),
+                        });
                     };
-                    apply_ansible_var(host, k, v).map_err(|e| format!("line {}: {e}", n + 1))?;
+                    apply_ansible_var(host, k, v).map_err(|e| e.at_line(n + 1))?;
                 }
                 groups.entry(section.0.clone()).or_default().push(first);
             }
@@ -207,9 +229,9 @@ pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, String> {
 /// Reads an Ansible YAML inventory (`all: {hosts: ..., children: {GROUP:
 /// {hosts: ..., vars: ..., children: ...}}}`). A group's members include its
 /// children's; group `vars` apply to its hosts.
-pub fn read_ansible_yaml(text: &str) -> Result<HostsAndGroups, String> {
+pub fn read_ansible_yaml(text: &str) -> Result<HostsAndGroups, AnsibleError> {
     use crate::config::{Node, NodeValue};
-    let root: Node = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    let root: Node = serde_saphyr::from_str(text)?;
     let mut hosts: BTreeMap<String, HostConfig> = BTreeMap::new();
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
 
@@ -240,7 +262,7 @@ pub fn read_ansible_yaml(text: &str) -> Result<HostsAndGroups, String> {
         inherited: &[(String, String)],
         hosts: &mut BTreeMap<String, HostConfig>,
         groups: &mut BTreeMap<String, Vec<String>>,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, AnsibleError> {
         let mut vars = inherited.to_vec();
         vars.extend(
             entries(field(group, "vars"))
@@ -278,17 +300,28 @@ pub fn read_ansible_yaml(text: &str) -> Result<HostsAndGroups, String> {
     Ok((hosts, groups))
 }
 
-fn apply_ansible_var(host: &mut HostConfig, key: &str, value: &str) -> Result<(), String> {
+impl AnsibleError {
+    fn at_line(self, line: usize) -> Self {
+        match self {
+            AnsibleError::BadPort { value, .. } => AnsibleError::BadPort {
+                line: Some(line),
+                value,
+            },
+            other => other,
+        }
+    }
+}
+
+fn apply_ansible_var(host: &mut HostConfig, key: &str, value: &str) -> Result<(), AnsibleError> {
     let value = value.trim_matches(['"', '\'']);
     match key {
         "ansible_host" | "ansible_ssh_host" => host.address = value.into(),
         "ansible_user" | "ansible_ssh_user" => host.user = Some(value.into()),
         "ansible_port" | "ansible_ssh_port" => {
-            host.port = Some(
-                value
-                    .parse()
-                    .map_err(|_| format!("ansible_port `{value}` is not a port number"))?,
-            )
+            host.port = Some(value.parse().map_err(|_| AnsibleError::BadPort {
+                line: None,
+                value: value.to_string(),
+            })?)
         }
         "ansible_ssh_private_key_file" => host.key = Some(value.into()),
         _ => {} // other Ansible variables do not concern us
@@ -308,7 +341,22 @@ mod tests {
         assert_eq!(hosts["osd1"].user.as_deref(), Some("ceph"));
         assert_eq!(hosts["osd2"].address, "osd2");
         assert_eq!(groups["ceph"], ["mon1", "osd1", "osd2"]);
-        assert!(read_ansible_ini("[a]\nh1 ansible_port=x\n").is_err());
+        assert_eq!(
+            read_ansible_ini("[a]\nh1 ansible_port=x\n")
+                .unwrap_err()
+                .to_string(),
+            "line 2: ansible_port `x` is not a port number"
+        );
+        assert_eq!(
+            read_ansible_ini("[a]\nh1\n[a:vars]\nansible_port=x\n")
+                .unwrap_err()
+                .to_string(),
+            "ansible_port `x` is not a port number"
+        );
+        assert!(matches!(
+            read_ansible_ini("[a:hosts]\n"),
+            Err(AnsibleError::UnknownSection { line: 1, .. })
+        ));
     }
 
     #[test]
@@ -349,6 +397,9 @@ mod tests {
             ["n2", "n1"]
         );
         assert_eq!(names(inv.resolve(&["all".into()]).unwrap()), ["n1", "n2"]);
-        assert_eq!(inv.resolve(&["nope".into()]).unwrap_err(), "nope");
+        assert_eq!(
+            inv.resolve(&["nope".into()]).unwrap_err(),
+            UnknownTarget("nope".into())
+        );
     }
 }

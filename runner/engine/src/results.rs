@@ -3,7 +3,7 @@
 //! published as `schemas/results.schema.json`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pipeline_model::{Histogram, Metric};
 use schemars::JsonSchema;
@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 pub use pipeline_model::{Artifact, CommandRecord, Resource};
 
 pub const RESULTS_FILE: &str = "results.json";
+/// The shape of results.json this binary writes, and the newest it reads.
+/// Readers ignore fields they do not know, so adding an optional field needs
+/// no new version; anything an older reader would misread (a new status, a
+/// field whose meaning changes, a required field) does.
+///
 /// 2: metrics declare `aggregate` (their rule across hosts) and may carry
 /// `combined`; stages may have `histograms`. Version 1 files still load (a
 /// missing `aggregate` is inferred from the unit).
@@ -160,12 +165,85 @@ pub struct StageRecord {
     pub commands: Vec<CommandRecord>,
 }
 
+/// Why a results.json could not be read. Each names the file; a problem
+/// inside it also its line and column.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: not valid JSON: {message}", .path.display())]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}:{line}:{column}: the file ends in the middle of the JSON document (truncated?)", .path.display())]
+    Truncated {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+    },
+    #[error("{} is not a pipeline results file: {reason}", .path.display())]
+    NotResults { path: PathBuf, reason: String },
+    /// Written by a newer pipeline, in a shape this one may misread.
+    #[error("{}", too_new_message(path, *found, written_by.as_deref()))]
+    TooNew {
+        path: PathBuf,
+        found: u64,
+        /// `runner.version` of the file, when it has one.
+        written_by: Option<String>,
+    },
+    /// Valid JSON of a supported version, but not the shape of results.json.
+    #[error("{}:{line}:{column}: {message}", .path.display())]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+fn too_new_message(path: &Path, found: u64, written_by: Option<&str>) -> String {
+    let (by, remedy) = match written_by {
+        Some(v) => (format!("pipeline {v}"), format!("pipeline {v} or newer")),
+        None => ("a newer pipeline".into(), "a newer pipeline".into()),
+    };
+    format!(
+        "{} was written by {by} (results schema {found}); this pipeline ({}) reads results schema {SCHEMA_VERSION} and older: use {remedy} to read it",
+        path.display(),
+        env!("CARGO_PKG_VERSION"),
+    )
+}
+
 impl RunResults {
-    pub fn load(run_dir: &Path) -> Result<Self, String> {
+    /// Reads `RUN_DIR/results.json` of this or an older schema version.
+    /// Fields this version does not know are ignored; a file of a newer
+    /// version is refused before its shape is looked at, so it gets a
+    /// message about versions rather than about fields.
+    pub fn load(run_dir: &Path) -> Result<Self, ResultsError> {
         let path = run_dir.join(RESULTS_FILE);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let text = std::fs::read_to_string(&path).map_err(|source| ResultsError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Self::parse(&text, &path)
+    }
+
+    /// Parses the text of a results file; `path` is only named in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ResultsError> {
+        let document: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| syntax_error(path, &e))?;
+        check_version(&document, path)?;
+        serde_json::from_str(text).map_err(|e| ResultsError::Invalid {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: message_without_location(&e),
+        })
     }
 
     /// Writes `results.json` via a temporary file and rename, so readers (and a
@@ -180,7 +258,159 @@ impl RunResults {
     }
 }
 
+fn syntax_error(path: &Path, e: &serde_json::Error) -> ResultsError {
+    let path = path.to_path_buf();
+    let (line, column) = (e.line(), e.column());
+    if e.is_eof() {
+        ResultsError::Truncated { path, line, column }
+    } else {
+        ResultsError::Syntax {
+            path,
+            line,
+            column,
+            message: message_without_location(e),
+        }
+    }
+}
+
+/// serde_json ends its messages with " at line L column C"; the errors put
+/// the location first, as `file:line:col`.
+fn message_without_location(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
+/// The version is read from the bare JSON first: a newer file may not fit
+/// this version's types at all.
+fn check_version(document: &serde_json::Value, path: &Path) -> Result<(), ResultsError> {
+    let not_results = |reason: &str| ResultsError::NotResults {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    let serde_json::Value::Object(fields) = document else {
+        return Err(not_results("it is not a JSON object"));
+    };
+    let found = match fields.get("schema_version") {
+        None => return Err(not_results("it has no `schema_version`")),
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| not_results("`schema_version` is not a whole number"))?,
+    };
+    if found > u64::from(SCHEMA_VERSION) {
+        return Err(ResultsError::TooNew {
+            path: path.to_path_buf(),
+            found,
+            written_by: document
+                .pointer("/runner/version")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+        });
+    }
+    Ok(())
+}
+
 /// The JSON Schema of results.json.
 pub fn results_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(RunResults)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn minimal(schema_version: u64) -> serde_json::Value {
+        json!({
+            "schema_version": schema_version,
+            "run_id": "20261130T093415Z-smoke",
+            "pipeline": {"name": "smoke", "file": "pipelines/smoke.yaml"},
+            "runner": {"version": "0.1.0"},
+            "host": {"hostname": "vm", "os": "Debian", "kernel": "6.1", "cpus": 2},
+            "started_at": "2026-11-30T09:34:15Z",
+            "status": "succeeded",
+            "stages": [{
+                "id": "a", "stage": "a", "plugin": "exec", "params": {},
+                "status": "succeeded",
+                "metrics": [{"name": "x", "value": 1.0, "unit": "s", "direction": "lower"}]
+            }]
+        })
+    }
+
+    fn parse(text: &str) -> Result<RunResults, ResultsError> {
+        RunResults::parse(text, Path::new("runs/x/results.json"))
+    }
+
+    #[test]
+    fn fields_it_does_not_know_are_ignored() {
+        let mut doc = minimal(SCHEMA_VERSION.into());
+        doc["comparison"] = json!({"baseline": "runs/y"});
+        doc["stages"][0]["retries"] = json!(2);
+        doc["stages"][0]["metrics"][0]["aggregate"] = json!("sum");
+        let r = parse(&doc.to_string()).unwrap();
+        assert_eq!(r.stages[0].metrics[0].name, "x");
+    }
+
+    #[test]
+    fn a_newer_version_is_refused_naming_the_version_and_writer() {
+        let newer = u64::from(SCHEMA_VERSION) + 1;
+        let mut doc = minimal(newer);
+        doc["runner"]["version"] = json!("9.9.9");
+        // A field the newer writer made required in a shape we cannot read.
+        doc["stages"] = json!({"by_id": {}});
+        let e = parse(&doc.to_string()).unwrap_err();
+        assert!(
+            matches!(&e, ResultsError::TooNew { found, written_by: Some(v), .. } if *found == newer && v == "9.9.9"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "runs/x/results.json was written by pipeline 9.9.9 (results schema {newer}); this pipeline ({}) reads results schema {SCHEMA_VERSION} and older: use pipeline 9.9.9 or newer to read it",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+    }
+
+    #[test]
+    fn a_newer_version_without_a_runner_still_names_the_version() {
+        let newer = u64::from(SCHEMA_VERSION) + 1;
+        let e = parse(&json!({"schema_version": newer}).to_string()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("was written by a newer pipeline (results schema")
+        );
+    }
+
+    #[test]
+    fn broken_files_name_the_line_and_column() {
+        let text = serde_json::to_string_pretty(&minimal(SCHEMA_VERSION.into())).unwrap();
+        let e = parse(&text[..text.len() / 2]).unwrap_err();
+        assert!(matches!(e, ResultsError::Truncated { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("runs/x/results.json:"), "{e}");
+
+        let e = parse("{\n  \"schema_version\": 1,\n  oops\n}").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "runs/x/results.json:3:3: not valid JSON: key must be a string"
+        );
+
+        let mut doc = minimal(SCHEMA_VERSION.into());
+        doc["stages"][0]["status"] = json!("exploded");
+        let text = serde_json::to_string_pretty(&doc).unwrap();
+        let e = parse(&text).unwrap_err();
+        assert!(matches!(e, ResultsError::Invalid { .. }), "{e:?}");
+        assert!(e.to_string().contains("unknown variant `exploded`"), "{e}");
+    }
+
+    #[test]
+    fn json_that_is_not_a_results_file() {
+        let e = parse("[1, 2]").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "runs/x/results.json is not a pipeline results file: it is not a JSON object"
+        );
+        let e = parse("{\"run_id\": \"x\"}").unwrap_err();
+        assert!(e.to_string().ends_with("it has no `schema_version`"), "{e}");
+    }
 }

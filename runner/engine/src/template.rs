@@ -6,6 +6,37 @@ use std::collections::HashSet;
 
 use minijinja::{Environment, UndefinedBehavior, Value};
 
+/// A template that does not parse or render: a syntax error, an undefined
+/// name (strict mode), a failing filter. Displays minijinja's message without
+/// its debug dump.
+#[derive(Debug)]
+pub struct TemplateError(pub minijinja::Error);
+
+impl From<minijinja::Error> for TemplateError {
+    fn from(e: minijinja::Error) -> Self {
+        TemplateError(e)
+    }
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = &self.0;
+        match e.detail() {
+            Some(detail) => f.write_str(detail),
+            None if e.kind() == minijinja::ErrorKind::UndefinedError => {
+                f.write_str("undefined value")
+            }
+            None => write!(f, "{}", e.kind()),
+        }
+    }
+}
+
+impl std::error::Error for TemplateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 /// Whether a string holds template syntax.
 pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%")
@@ -30,31 +61,24 @@ pub fn referenced_names(
     env: &Environment<'_>,
     text: &str,
     is_expression: bool,
-) -> Result<HashSet<String>, String> {
-    if is_expression {
-        env.compile_expression(text)
-            .map(|e| e.undeclared_variables(true))
-            .map_err(describe_error)
+) -> Result<HashSet<String>, TemplateError> {
+    Ok(if is_expression {
+        env.compile_expression(text)?.undeclared_variables(true)
     } else {
-        env.template_from_str(text)
-            .map(|t| t.undeclared_variables(true))
-            .map_err(describe_error)
-    }
+        env.template_from_str(text)?.undeclared_variables(true)
+    })
 }
 
-pub fn render(env: &Environment<'_>, text: &str, ctx: &Value) -> Result<String, String> {
+pub fn render(env: &Environment<'_>, text: &str, ctx: &Value) -> Result<String, TemplateError> {
     if !is_template(text) {
         return Ok(text.to_string());
     }
-    env.render_str(text, ctx).map_err(describe_error)
+    Ok(env.render_str(text, ctx)?)
 }
 
-pub fn eval_bool(env: &Environment<'_>, expr: &str, ctx: &Value) -> Result<bool, String> {
+pub fn eval_bool(env: &Environment<'_>, expr: &str, ctx: &Value) -> Result<bool, TemplateError> {
     let expr = strip_braces(expr);
-    env.compile_expression(expr)
-        .and_then(|e| e.eval(ctx))
-        .map(|v| v.is_true())
-        .map_err(describe_error)
+    Ok(env.compile_expression(expr)?.eval(ctx)?.is_true())
 }
 
 /// `when: "{{ x }}"` and `when: x` mean the same.
@@ -65,23 +89,12 @@ pub fn strip_braces(expr: &str) -> &str {
         .map_or(t, str::trim)
 }
 
-/// minijinja's message without its debug dump.
-pub fn describe_error(e: minijinja::Error) -> String {
-    let mut msg = e
-        .detail()
-        .map_or_else(|| e.kind().to_string(), str::to_string);
-    if e.kind() == minijinja::ErrorKind::UndefinedError && e.detail().is_none() {
-        msg = "undefined value".into();
-    }
-    msg
-}
-
 /// Renders every string inside a JSON value.
 pub fn render_json(
     env: &Environment<'_>,
     value: &serde_json::Value,
     ctx: &Value,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, TemplateError> {
     use serde_json::Value as J;
     Ok(match value {
         J::String(s) => J::String(render(env, s, ctx)?),
@@ -94,7 +107,7 @@ pub fn render_json(
         J::Object(map) => J::Object(
             map.iter()
                 .map(|(k, v)| Ok((k.clone(), render_json(env, v, ctx)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, TemplateError>>()?,
         ),
         other => other.clone(),
     })
@@ -109,7 +122,8 @@ mod tests {
         let env = environment();
         let ctx = minijinja::context! { vars => minijinja::context!{ a => 1 } };
         assert_eq!(render(&env, "x{{ vars.a }}", &ctx).unwrap(), "x1");
-        assert!(render(&env, "{{ vars.b }}", &ctx).is_err());
+        let e = render(&env, "{{ vars.b }}", &ctx).unwrap_err();
+        assert_eq!(e.0.kind(), minijinja::ErrorKind::UndefinedError);
     }
 
     #[test]

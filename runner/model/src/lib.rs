@@ -36,6 +36,9 @@ pub enum Direction {
 pub type Labels = BTreeMap<String, String>;
 
 /// One measured figure.
+// Unknown fields are ignored when reading, not refused (no
+// `deny_unknown_fields`): results.json written by a newer pipeline may carry
+// more about a metric than this one knows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(from = "StoredMetric")]
 pub struct Metric {
@@ -75,7 +78,6 @@ pub struct Combined {
 /// it existed (schema version 1) lack it; it is then inferred from the unit:
 /// rates (`.../s`, `IOPS`) `sum`, anything else `none`.
 #[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 struct StoredMetric {
     /// Stable, machine-friendly name, e.g. `bandwidth`, `iops_avg`, `clat_p99`.
     name: String,
@@ -256,8 +258,9 @@ mod tests {
         let latency: Metric = serde_json::from_str(latency).unwrap();
         assert_eq!(rate.aggregate, Aggregate::Sum);
         assert_eq!(latency.aggregate, Aggregate::None);
-        let unknown = r#"{"name":"x","value":1.0,"unit":"s","direction":"lower","agg":"sum"}"#;
-        assert!(serde_json::from_str::<Metric>(unknown).is_err());
+        // Fields from a newer writer are ignored (results stay readable forward).
+        let newer = r#"{"name":"x","value":1.0,"unit":"s","direction":"lower","agg":"sum"}"#;
+        assert_eq!(serde_json::from_str::<Metric>(newer).unwrap().name, "x");
     }
 
     #[test]

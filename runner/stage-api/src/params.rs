@@ -111,11 +111,48 @@ impl ParamSpec {
     }
 }
 
+/// Why a value does not fit a parameter's declared type. The message is what
+/// `validate` prints after `parameter `NAME`: `.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CoerceError {
+    #[error("expected {expected}, found {found}")]
+    WrongType {
+        /// [`ParamType::describe`] of the declared type.
+        expected: String,
+        /// [`json_type`] of the value.
+        found: &'static str,
+    },
+    #[error("expected an integer, found `{0}`")]
+    NotAnInteger(String),
+    #[error("expected a number, found `{0}`")]
+    NotANumber(String),
+    #[error("{source} (found `{text}`)")]
+    Duration { text: String, source: DurationError },
+    #[error("{source} (found `{text}`)")]
+    Size { text: String, source: SizeError },
+    #[error("`{value}` is not one of {}{}", .allowed.join(", "), .hint.as_ref().map(|h| format!("; {h}")).unwrap_or_default())]
+    NotAllowed {
+        value: String,
+        allowed: Vec<String>,
+        /// "did you mean `x`?" when one of `allowed` is close.
+        hint: Option<String>,
+    },
+    /// Item `index` (1-based) of a list.
+    #[error("item {index}: {source}")]
+    Item {
+        index: usize,
+        source: Box<CoerceError>,
+    },
+}
+
 /// Converts a value to the declared type, or says why it cannot be.
 /// Strings are accepted for numbers and booleans because rendered templates
 /// are strings (`"{{ matrix.threads }}"` -> `"16"`).
-pub fn coerce(ty: &ParamType, value: &Value) -> Result<Value, String> {
-    let got = || format!("expected {}, found {}", ty.describe(), json_type(value));
+pub fn coerce(ty: &ParamType, value: &Value) -> Result<Value, CoerceError> {
+    let got = || CoerceError::WrongType {
+        expected: ty.describe(),
+        found: json_type(value),
+    };
     match ty {
         ParamType::Any => Ok(value.clone()),
         // YAML reads `[echo, 1]` and `[true]` as a number and a boolean; as
@@ -132,7 +169,7 @@ pub fn coerce(ty: &ParamType, value: &Value) -> Result<Value, String> {
                 .trim()
                 .parse::<i64>()
                 .map(Value::from)
-                .map_err(|_| format!("expected an integer, found `{s}`")),
+                .map_err(|_| CoerceError::NotAnInteger(s.clone())),
             _ => Err(got()),
         },
         ParamType::Number => match value {
@@ -143,7 +180,7 @@ pub fn coerce(ty: &ParamType, value: &Value) -> Result<Value, String> {
                 .ok()
                 .and_then(serde_json::Number::from_f64)
                 .map(Value::Number)
-                .ok_or_else(|| format!("expected a number, found `{s}`")),
+                .ok_or_else(|| CoerceError::NotANumber(s.clone())),
             _ => Err(got()),
         },
         ParamType::Bool => match value {
@@ -155,32 +192,43 @@ pub fn coerce(ty: &ParamType, value: &Value) -> Result<Value, String> {
             Value::Number(n) => Ok(Value::from(n.as_f64().unwrap_or(0.0))),
             Value::String(s) => parse_duration(s)
                 .map(|d| Value::from(d.as_secs_f64()))
-                .map_err(|e| format!("{e} (found `{s}`)")),
+                .map_err(|source| CoerceError::Duration {
+                    text: s.clone(),
+                    source,
+                }),
             _ => Err(got()),
         },
         ParamType::Size => match value {
             Value::Number(n) if n.is_u64() => Ok(value.clone()),
-            Value::String(s) => parse_size(s)
-                .map(Value::from)
-                .map_err(|e| format!("{e} (found `{s}`)")),
+            Value::String(s) => {
+                parse_size(s)
+                    .map(Value::from)
+                    .map_err(|source| CoerceError::Size {
+                        text: s.clone(),
+                        source,
+                    })
+            }
             _ => Err(got()),
         },
         ParamType::Enum { values } => match value {
             Value::String(s) if values.contains(s) => Ok(value.clone()),
-            Value::String(s) => Err(format!(
-                "`{s}` is not one of {}{}",
-                values.join(", "),
-                crate::suggest::did_you_mean(s, values.iter().map(String::as_str))
-                    .map(|h| format!("; {h}"))
-                    .unwrap_or_default()
-            )),
+            Value::String(s) => Err(CoerceError::NotAllowed {
+                value: s.clone(),
+                allowed: values.clone(),
+                hint: crate::suggest::did_you_mean(s, values.iter().map(String::as_str)),
+            }),
             _ => Err(got()),
         },
         ParamType::List { item } => match value {
             Value::Array(items) => items
                 .iter()
                 .enumerate()
-                .map(|(i, v)| coerce(item, v).map_err(|e| format!("item {}: {e}", i + 1)))
+                .map(|(i, v)| {
+                    coerce(item, v).map_err(|e| CoerceError::Item {
+                        index: i + 1,
+                        source: Box::new(e),
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array),
             _ => Err(got()),
@@ -204,8 +252,25 @@ pub fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// Why a text is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    /// A number with nothing after it, in a text with units (`1h30`).
+    #[error("missing unit after `{0}` (use ms, s, m or h)")]
+    MissingUnit(String),
+    #[error("expected a duration such as 30s, 5m or 1h30m")]
+    Malformed,
+    #[error("unknown duration unit `{0}` (use ms, s, m or h)")]
+    UnknownUnit(String),
+    /// Negative, not finite, or beyond a billion seconds.
+    #[error("duration out of range")]
+    OutOfRange,
+}
+
 /// `90s`, `5m`, `1h30m`, `250ms`, `2.5s` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if let Ok(secs) = text.parse::<f64>() {
         return secs_to_duration(secs);
@@ -213,16 +278,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total = 0.0;
     let mut rest = text;
     if rest.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     while !rest.is_empty() {
         let num_end = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("missing unit after `{rest}` (use ms, s, m or h)"))?;
+            .ok_or_else(|| DurationError::MissingUnit(rest.to_string()))?;
         let (num, tail) = rest.split_at(num_end);
-        let value: f64 = num
-            .parse()
-            .map_err(|_| "expected a duration such as 30s, 5m or 1h30m".to_string())?;
+        let value: f64 = num.parse().map_err(|_| DurationError::Malformed)?;
         let unit_end = tail
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
@@ -232,11 +295,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            _ => {
-                return Err(format!(
-                    "unknown duration unit `{unit}` (use ms, s, m or h)"
-                ));
-            }
+            _ => return Err(DurationError::UnknownUnit(unit.to_string())),
         };
         total += value * factor;
         rest = next;
@@ -244,35 +303,43 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     secs_to_duration(total)
 }
 
-fn secs_to_duration(secs: f64) -> Result<Duration, String> {
+fn secs_to_duration(secs: f64) -> Result<Duration, DurationError> {
     if secs.is_finite() && (0.0..1e9).contains(&secs) {
         Ok(Duration::from_secs_f64(secs))
     } else {
-        Err("duration out of range".into())
+        Err(DurationError::OutOfRange)
     }
 }
 
+/// Why a text is not a size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("expected a size such as 4096, 4K, 4M or 1G")]
+    Malformed,
+    #[error("unknown size unit `{0}` (use K, M, G or T)")]
+    UnknownUnit(String),
+    /// More than 2^64 - 1 bytes.
+    #[error("size too large")]
+    TooLarge,
+}
+
 /// `4096`, `4K`/`4KiB`/`4k`, `4M`, `1G`, `1T`: binary multiples, as Ceph and fio use.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (num, unit) = text.split_at(split);
-    let value: u64 = num
-        .parse()
-        .map_err(|_| "expected a size such as 4096, 4K, 4M or 1G".to_string())?;
+    let value: u64 = num.parse().map_err(|_| SizeError::Malformed)?;
     let factor: u64 = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
         "M" | "MB" | "MIB" => 1 << 20,
         "G" | "GB" | "GIB" => 1 << 30,
         "T" | "TB" | "TIB" => 1 << 40,
-        other => return Err(format!("unknown size unit `{other}` (use K, M, G or T)")),
+        other => return Err(SizeError::UnknownUnit(other.to_string())),
     };
-    value
-        .checked_mul(factor)
-        .ok_or_else(|| "size too large".to_string())
+    value.checked_mul(factor).ok_or(SizeError::TooLarge)
 }
 
 /// Typed access to validated parameters, for stage implementations.
@@ -331,9 +398,16 @@ mod tests {
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("12").unwrap(), Duration::from_secs(12));
-        assert!(parse_duration("5 minutes").is_err());
-        assert!(parse_duration("-1").is_err());
-        assert!(parse_duration("").is_err());
+        assert_eq!(
+            parse_duration("5 minutes"),
+            Err(DurationError::UnknownUnit(" minutes".into()))
+        );
+        assert_eq!(parse_duration("-1"), Err(DurationError::OutOfRange));
+        assert_eq!(parse_duration(""), Err(DurationError::Empty));
+        assert_eq!(
+            parse_duration("1h30").unwrap_err().to_string(),
+            "missing unit after `30` (use ms, s, m or h)"
+        );
     }
 
     #[test]
@@ -341,8 +415,9 @@ mod tests {
         assert_eq!(parse_size("4K").unwrap(), 4096);
         assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
         assert_eq!(parse_size("1g").unwrap(), 1 << 30);
-        assert!(parse_size("4X").is_err());
-        assert!(parse_size("99999999999999T").is_err());
+        assert_eq!(parse_size("4X"), Err(SizeError::UnknownUnit("X".into())));
+        assert_eq!(parse_size("99999999999999T"), Err(SizeError::TooLarge));
+        assert_eq!(parse_size("K"), Err(SizeError::Malformed));
     }
 
     #[test]
@@ -355,8 +430,30 @@ mod tests {
             coerce(&ParamType::Bool, &json!("true")).unwrap(),
             json!(true)
         );
-        assert!(coerce(&ParamType::Integer, &json!("16x")).is_err());
+        assert_eq!(
+            coerce(&ParamType::Integer, &json!("16x")),
+            Err(CoerceError::NotAnInteger("16x".into()))
+        );
         let e = coerce(&ParamType::enumeration(&["write", "seq"]), &json!("wirte")).unwrap_err();
-        assert!(e.contains("did you mean `write`?"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "`wirte` is not one of write, seq; did you mean `write`?"
+        );
+    }
+
+    #[test]
+    fn coercion_errors_say_where_and_what() {
+        let e = coerce(&ParamType::list(ParamType::Size), &json!(["4K", "4X"])).unwrap_err();
+        assert!(matches!(e, CoerceError::Item { index: 2, .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "item 2: unknown size unit `X` (use K, M, G or T) (found `4X`)"
+        );
+        assert_eq!(
+            coerce(&ParamType::Bool, &json!([1]))
+                .unwrap_err()
+                .to_string(),
+            "expected boolean, found list"
+        );
     }
 }

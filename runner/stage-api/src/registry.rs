@@ -3,7 +3,7 @@
 //! same namespace.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::stage::{Stage, StageDescription};
@@ -14,6 +14,43 @@ pub struct RegisteredStage {
     pub description: StageDescription,
     /// `native`, or where a plugin file was loaded from.
     pub origin: String,
+}
+
+/// Why a plugin named by `uses:` was not loaded. The variants are what the
+/// engine acts on (a pin problem is reported at `sha256:`, anything else at
+/// `uses:`); the messages are what a person reads after "cannot load plugin".
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// `uses:` is a path, and no file is there.
+    #[error("no plugin file {}", .path.display())]
+    NotFound { path: PathBuf },
+    /// The `sha256:` pin is malformed or does not match the file.
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    /// Found by name, but the plugin calls itself something else.
+    #[error("{} describes itself as `{described}`, not `{uses}`; rename the file or use its path", .path.display())]
+    WrongName {
+        path: PathBuf,
+        uses: String,
+        described: String,
+    },
+    /// The file is there but is not a usable plugin: unreadable, not a
+    /// component, built for an unsupported interface, or its `describe` failed.
+    #[error(transparent)]
+    Invalid(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A `sha256:` pin that refuses the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    #[error("sha256 mismatch for {}: the pipeline pins {expected}, the file has {actual}; refusing to load it", .path.display())]
+    Mismatch {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error("invalid sha256 pin `{0}`: expected 64 hex digits (optionally prefixed `sha256:`)")]
+    Malformed(String),
 }
 
 /// Finds plugins that are not compiled in (WASM components): by path
@@ -27,7 +64,7 @@ pub trait PluginLoader: Send + Sync {
         uses: &str,
         base_dir: &Path,
         sha256: Option<&str>,
-    ) -> Result<Option<RegisteredStage>, String>;
+    ) -> Result<Option<RegisteredStage>, PluginError>;
 
     /// Plugins found on the plugin path, for `pipeline plugins list`.
     fn discover(&self) -> Vec<RegisteredStage>;
@@ -76,7 +113,7 @@ impl Registry {
         uses: &str,
         base_dir: &Path,
         sha256: Option<&str>,
-    ) -> Result<Option<RegisteredStage>, String> {
+    ) -> Result<Option<RegisteredStage>, PluginError> {
         let looks_like_path = uses.contains('/') || uses.ends_with(".wasm");
         if !looks_like_path
             && sha256.is_none()

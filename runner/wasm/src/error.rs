@@ -3,6 +3,10 @@
 
 use std::path::PathBuf;
 
+use pipeline_stage_api::registry::{PinError, PluginError};
+
+use crate::limits::LimitsError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum WasmError {
     #[error("cannot read {path}: {source}")]
@@ -10,16 +14,9 @@ pub enum WasmError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "sha256 mismatch for {path}: the pipeline pins {expected}, the file has {actual}; refusing to load it"
-    )]
-    HashMismatch {
-        path: PathBuf,
-        expected: String,
-        actual: String,
-    },
-    #[error("invalid sha256 pin `{0}`: expected 64 hex digits (optionally prefixed `sha256:`)")]
-    BadPin(String),
+    /// The `sha256:` pin is malformed or does not match the file.
+    #[error(transparent)]
+    Pin(#[from] PinError),
     #[error("{path} is not a valid WebAssembly component: {reason}")]
     Invalid { path: PathBuf, reason: String },
     #[error(
@@ -40,4 +37,18 @@ pub enum WasmError {
     Plugin { plugin: String, message: String },
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
+    /// `PIPELINE_WASM_MEMORY` or `PIPELINE_WASM_TIME` is malformed.
+    #[error("cannot start the WebAssembly engine: {0}")]
+    Limits(#[from] LimitsError),
+}
+
+/// What the registry sees: a pin problem stays one (the engine reports it at
+/// `sha256:`), anything else makes the file an invalid plugin.
+impl From<WasmError> for PluginError {
+    fn from(e: WasmError) -> Self {
+        match e {
+            WasmError::Pin(pin) => PluginError::Pin(pin),
+            other => PluginError::Invalid(Box::new(other)),
+        }
+    }
 }

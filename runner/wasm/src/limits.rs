@@ -11,6 +11,8 @@
 
 use std::time::{Duration, Instant};
 
+use pipeline_stage_api::params::{DurationError, SizeError};
+
 /// Per-call limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
@@ -35,20 +37,32 @@ impl Default for Limits {
 impl Limits {
     /// Defaults, overridden by `PIPELINE_WASM_MEMORY` (a size: `256M`) and
     /// `PIPELINE_WASM_TIME` (a duration for `run`: `30s`).
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, LimitsError> {
         let mut limits = Limits::default();
-        if let Ok(v) = std::env::var("PIPELINE_WASM_MEMORY") {
-            let bytes = pipeline_stage_api::params::parse_size(&v)
-                .map_err(|e| format!("PIPELINE_WASM_MEMORY={v}: {e}"))?;
+        if let Ok(value) = std::env::var("PIPELINE_WASM_MEMORY") {
+            let bytes = pipeline_stage_api::params::parse_size(&value)
+                .map_err(|source| LimitsError::Memory { value, source })?;
             limits.memory = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
-        if let Ok(v) = std::env::var("PIPELINE_WASM_TIME") {
-            limits.run_time = pipeline_stage_api::params::parse_duration(&v)
-                .map_err(|e| format!("PIPELINE_WASM_TIME={v}: {e}"))?;
+        if let Ok(value) = std::env::var("PIPELINE_WASM_TIME") {
+            limits.run_time = pipeline_stage_api::params::parse_duration(&value)
+                .map_err(|source| LimitsError::Time { value, source })?;
             limits.call_time = limits.call_time.min(limits.run_time);
         }
         Ok(limits)
     }
+}
+
+/// A malformed limit in the environment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsError {
+    #[error("PIPELINE_WASM_MEMORY={value}: {source}")]
+    Memory { value: String, source: SizeError },
+    #[error("PIPELINE_WASM_TIME={value}: {source}")]
+    Time {
+        value: String,
+        source: DurationError,
+    },
 }
 
 /// Why a guest was stopped (carried through wasmtime as the trap's error).

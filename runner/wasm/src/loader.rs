@@ -16,14 +16,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use pipeline_stage_api::registry::{PluginLoader, RegisteredStage};
+use pipeline_stage_api::registry::{PinError, PluginError, PluginLoader, RegisteredStage};
 
 use crate::SUPPORTED_INTERFACES;
 use crate::cache::{ComponentCache, default_dir, sha256_hex};
 use crate::engine::engine;
 use crate::error::WasmError;
 use crate::host::{CallSetup, Phase};
-use crate::limits::Limits;
+use crate::limits::{Limits, LimitsError};
 use crate::stage::{Plugin, WasmStage, call, explain};
 use crate::versions::{Bindings, interface_version};
 
@@ -35,7 +35,7 @@ pub struct WasmLoader {
     /// Plugin folders after the project's `plugins/wasm/`.
     search: Vec<PathBuf>,
     /// Set when the environment's limits are malformed: every load reports it.
-    config_error: Option<String>,
+    config_error: Option<LimitsError>,
     /// Loaded plugins by content hash: a plugin used by several stages is
     /// compiled and described once.
     loaded: Mutex<HashMap<(PathBuf, String), Arc<Plugin>>>,
@@ -121,7 +121,7 @@ impl WasmLoader {
     /// Loads a plugin file, checking the pin first.
     pub fn load_plugin(&self, path: &Path, sha256: Option<&str>) -> Result<Arc<Plugin>, WasmError> {
         if let Some(e) = &self.config_error {
-            return Err(WasmError::Engine(e.clone()));
+            return Err(WasmError::Limits(e.clone()));
         }
         let expected = sha256.map(normalize_pin).transpose()?;
         let bytes = std::fs::read(path).map_err(|source| WasmError::Read {
@@ -132,11 +132,12 @@ impl WasmLoader {
         if let Some(expected) = expected
             && expected != actual
         {
-            return Err(WasmError::HashMismatch {
+            return Err(PinError::Mismatch {
                 path: path.to_path_buf(),
                 expected,
                 actual,
-            });
+            }
+            .into());
         }
         let key = (path.to_path_buf(), actual.clone());
         if let Some(found) = self.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
@@ -160,9 +161,9 @@ impl WasmLoader {
             .load(engine, bytes, &sha256)
             .map_err(|e| invalid(format!("{:#}", e.root_cause())))?;
         let interface =
-            interface_version(engine, &component).map_err(|exports| WasmError::NotAPlugin {
+            interface_version(engine, &component).map_err(|e| WasmError::NotAPlugin {
                 path: path.to_path_buf(),
-                exports,
+                exports: e.listed(),
             })?;
         let bindings = Bindings::link(engine, &component, &interface)
             .map_err(|e| WasmError::Link {
@@ -224,28 +225,28 @@ impl PluginLoader for WasmLoader {
         uses: &str,
         base_dir: &Path,
         sha256: Option<&str>,
-    ) -> Result<Option<RegisteredStage>, String> {
+    ) -> Result<Option<RegisteredStage>, PluginError> {
         let looks_like_path =
             uses.contains('/') || uses.ends_with(".wasm") || uses.ends_with(".wat");
         let path = if looks_like_path {
-            let p = base_dir.join(uses);
-            if !p.is_file() {
-                return Err(format!("no plugin file {}", p.display()));
+            let path = base_dir.join(uses);
+            if !path.is_file() {
+                return Err(PluginError::NotFound { path });
             }
-            p
+            path
         } else {
             match self.find(uses, base_dir) {
                 Some(p) => p,
                 None => return Ok(None),
             }
         };
-        let registered = self.load_file(&path, sha256).map_err(|e| e.to_string())?;
+        let registered = self.load_file(&path, sha256)?;
         if !looks_like_path && registered.description.name != uses {
-            return Err(format!(
-                "{} describes itself as `{}`, not `{uses}`; rename the file or use its path",
-                path.display(),
-                registered.description.name
-            ));
+            return Err(PluginError::WrongName {
+                path,
+                uses: uses.to_string(),
+                described: registered.description.name,
+            });
         }
         Ok(Some(registered))
     }
@@ -307,7 +308,7 @@ fn normalize_pin(pin: &str) -> Result<String, WasmError> {
     if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
         Ok(hex)
     } else {
-        Err(WasmError::BadPin(pin.to_string()))
+        Err(PinError::Malformed(pin.to_string()).into())
     }
 }
 
@@ -346,7 +347,10 @@ mod tests {
             normalize_pin(&format!("sha256:{}", h.to_uppercase())).unwrap(),
             h
         );
-        assert!(normalize_pin("abc").is_err());
+        assert!(matches!(
+            normalize_pin("abc"),
+            Err(WasmError::Pin(PinError::Malformed(_)))
+        ));
     }
 
     #[test]

@@ -379,6 +379,22 @@ fn a_tampered_plugin_with_a_pinned_hash_is_refused() {
 }
 
 #[test]
+fn a_malformed_pin_is_reported_at_the_pin_and_a_missing_file_at_uses() {
+    let pinned = |uses: &str| {
+        format!(
+            "name: pinned\nstages:\n  - id: plugin\n    uses: {uses}\n    sha256: abc\n    with: {{mode: ok}}\n"
+        )
+    };
+    let errors = compile_errors(&pinned("./testkit.wasm"), None);
+    assert!(errors.contains("invalid sha256 pin `abc`"), "{errors}");
+    assert!(errors.contains(":5:"), "{errors}");
+
+    let errors = compile_errors(&pinned("./missing.wasm"), None);
+    assert!(errors.contains("no plugin file"), "{errors}");
+    assert!(errors.contains(":4:"), "{errors}");
+}
+
+#[test]
 fn parameters_are_checked_like_a_native_stage() {
     let yaml = "name: p\nstages:\n  - id: plugin\n    uses: ./testkit.wasm\n    with:\n      mode: lop\n      sise: 4K\n";
     let errors = compile_errors(yaml, None);

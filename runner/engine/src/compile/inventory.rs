@@ -47,6 +47,7 @@ pub fn resolve_inventory(
             } else {
                 hosts::read_ansible_ini(&t)
             }
+            .map_err(|e| e.to_string())
         };
         match std::fs::read_to_string(&file).map_err(|e| e.to_string()).and_then(read) {
             Ok((h, g)) => {
@@ -188,8 +189,8 @@ pub fn stage_targets(
                     }
                 }
             }
-            Err(_) => diags.push(
-                Diagnostic::error(format!("`on`: no host or group `{name}` in the inventory"))
+            Err(unknown) => diags.push(
+                Diagnostic::error(format!("`on`: {unknown}"))
                     .at(source, loc)
                     .with_help(
                         did_you_mean(&name, inventory.names().iter().map(String::as_str))

@@ -12,7 +12,7 @@ use crate::config::{Node, NodeValue, PipelineConfig, StageConfig};
 use crate::diagnostic::{Diagnostic, Diagnostics, Loc, Source, did_you_mean};
 use crate::params;
 use crate::plan::PlannedStage;
-use crate::registry::{RegisteredStage, Registry};
+use crate::registry::{PluginError, RegisteredStage, Registry};
 use crate::template;
 
 pub struct Scope<'a> {
@@ -198,15 +198,13 @@ fn find_plugin(
             );
             None
         }
-        Err(message) => {
-            let loc = match (&stage.sha256, message.contains("sha256")) {
-                (Some(pin), true) => pin.loc,
+        Err(error) => {
+            // A pin that refuses the file is the pin's fault: point at it.
+            let loc = match (&stage.sha256, &error) {
+                (Some(pin), PluginError::Pin(_)) => pin.loc,
                 _ => uses.loc,
             };
-            diags.push(scope.err(
-                format!("cannot load plugin `{}`: {message}", uses.value),
-                loc,
-            ));
+            diags.push(scope.err(format!("cannot load plugin `{}`: {error}", uses.value), loc));
             None
         }
     }

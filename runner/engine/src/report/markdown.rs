@@ -3,7 +3,7 @@
 
 use minijinja::Environment;
 
-use super::{Exporter, format_number};
+use super::{Exporter, ReportError, format_number};
 use crate::exec::format_duration;
 use crate::results::RunResults;
 
@@ -12,14 +12,13 @@ const TEMPLATE: &str = include_str!("report.md.j2");
 pub struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
-    fn export(&self, results: &RunResults) -> Result<String, String> {
+    fn export(&self, results: &RunResults) -> Result<String, ReportError> {
         let mut env = Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Chainable);
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
             .lstrip_blocks(true)
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         env.set_syntax(syntax);
         env.add_filter("cell", cell);
         env.add_filter("num", |v: f64| format_number(v));
@@ -67,21 +66,18 @@ impl Exporter for MarkdownExporter {
             serde_json::to_string(&v).unwrap_or_default()
         });
         env.add_filter("fence", |s: String| s.replace("```", "'''"));
-        env.add_template("report.md", TEMPLATE)
-            .map_err(|e| e.to_string())?;
-        let tmpl = env.get_template("report.md").map_err(|e| e.to_string())?;
+        env.add_template("report.md", TEMPLATE)?;
+        let tmpl = env.get_template("report.md")?;
         let failures: Vec<_> = results
             .stages
             .iter()
             .chain(&results.cleanup)
             .filter(|s| s.error.is_some())
             .collect();
-        let text = tmpl
-            .render(minijinja::context! {
-                r => minijinja::value::Serde(results),
-                failures => minijinja::value::Serde(&failures),
-            })
-            .map_err(|e| e.to_string())?;
+        let text = tmpl.render(minijinja::context! {
+            r => minijinja::value::Serde(results),
+            failures => minijinja::value::Serde(&failures),
+        })?;
         // One blank line between blocks, a single trailing newline.
         let mut out = String::with_capacity(text.len());
         let mut blank = 0;

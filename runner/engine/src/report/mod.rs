@@ -3,7 +3,7 @@
 
 mod markdown;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use markdown::MarkdownExporter;
 
@@ -11,14 +11,29 @@ use crate::results::RunResults;
 
 pub const REPORT_FILE: &str = "report.md";
 
+/// Why a report was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The report template failed on these results (a bug, or results the
+    /// template does not expect).
+    #[error("cannot render the report: {0}")]
+    Render(#[from] minijinja::Error),
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 pub trait Exporter {
-    fn export(&self, results: &RunResults) -> Result<String, String>;
+    fn export(&self, results: &RunResults) -> Result<String, ReportError>;
 }
 
 /// Renders `report.md` into the run folder.
-pub fn write_report(results: &RunResults, run_dir: &Path) -> Result<(), String> {
+pub fn write_report(results: &RunResults, run_dir: &Path) -> Result<(), ReportError> {
     let text = MarkdownExporter.export(results)?;
-    std::fs::write(run_dir.join(REPORT_FILE), text).map_err(|e| e.to_string())
+    let path = run_dir.join(REPORT_FILE);
+    std::fs::write(&path, text).map_err(|source| ReportError::Write { path, source })
 }
 
 /// `value unit` for a person: byte units are scaled to KiB/MiB/GiB (the

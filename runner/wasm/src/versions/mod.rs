@@ -29,21 +29,32 @@ pub enum Bindings {
     V0_1_0(v0_1_0::Plugin),
 }
 
-/// The interface version a component targets (from its export names), or
-/// the list of its exports when it has no plugin export.
-pub fn interface_version(engine: &Engine, component: &Component) -> Result<String, String> {
+/// A component with no `pipeline:stage/plugin@X.Y.Z` export: not a stage plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoPluginExport {
+    /// What it exports instead.
+    pub exports: Vec<String>,
+}
+
+impl NoPluginExport {
+    /// The exports as a message lists them (`none` for none).
+    pub fn listed(&self) -> String {
+        if self.exports.is_empty() {
+            "none".to_string()
+        } else {
+            self.exports.join(", ")
+        }
+    }
+}
+
+/// The interface version a component targets (from its export names).
+pub fn interface_version(engine: &Engine, component: &Component) -> Result<String, NoPluginExport> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     exports
         .iter()
         .find_map(|n| n.strip_prefix(PLUGIN_EXPORT).map(str::to_string))
-        .ok_or_else(|| {
-            if exports.is_empty() {
-                "none".to_string()
-            } else {
-                exports.join(", ")
-            }
-        })
+        .ok_or(NoPluginExport { exports })
 }
 
 impl Bindings {
