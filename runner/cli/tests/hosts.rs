@@ -547,3 +547,77 @@ fn host_all_sums_rates_only_of_hosts_that_ran_together() {
     );
     drop(sshd);
 }
+
+/// Commands on another host report the CPU they used there (their shell's
+/// `times`, appended to stderr), and the saved stderr file holds exactly
+/// what the tool printed; a command killed before its shell reported has an
+/// unknown CPU, and its stderr is still only the tool's.
+#[test]
+fn remote_commands_report_their_cpu_and_keep_their_stderr() {
+    let sshd = Sshd::start();
+    let dir = common::temp_dir("hosts-remote-cpu");
+    let file = dir.join("remote-cpu.yaml");
+    let yaml = r#"name: remote-cpu
+stages:
+  - id: busy
+    uses: exec
+    on: node1
+    with:
+      shell: "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo 'tool: line 1' >&2; printf 'tool: no newline' >&2"
+  - id: idle
+    uses: exec
+    on: node1
+    with:
+      command: [sleep, "0.3"]
+  - id: killed
+    uses: exec
+    on: node1
+    timeout: 1s
+    continue_on_error: true
+    with:
+      shell: "echo 'tool: started' >&2; sleep 30"
+"#;
+    std::fs::write(&file, format!("{yaml}\n{}", sshd.inventory_yaml())).unwrap();
+    let run_dir = dir.join("run");
+    let out = common::pipeline(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let command = |stage: usize| r["stages"][stage]["commands"][0].clone();
+    let stderr_of = |stage: usize| {
+        std::fs::read_to_string(run_dir.join(command(stage)["stderr"].as_str().unwrap())).unwrap()
+    };
+
+    let busy = command(0);
+    assert_eq!(busy["host"], "node1");
+    assert!(busy["cpu_user_s"].as_f64().unwrap() > 0.05, "{busy}");
+    assert!(busy["cpu_sys_s"].as_f64().is_some(), "{busy}");
+    assert_eq!(stderr_of(0), "tool: line 1\ntool: no newline");
+    let cpu = &r["stages"][0]["command_cpu"];
+    assert!(cpu["remote_s"].as_f64().unwrap() > 0.05, "{cpu}");
+    assert_eq!(cpu["unknown"], 0);
+
+    let idle = command(1);
+    let idle_cpu = idle["cpu_user_s"].as_f64().unwrap() + idle["cpu_sys_s"].as_f64().unwrap();
+    assert!(idle_cpu < 0.1, "a sleep: {idle}");
+    assert_eq!(stderr_of(1), "");
+
+    assert_eq!(r["stages"][2]["status"], "failed");
+    let killed = command(2);
+    assert!(
+        killed["exit"].as_str().unwrap().starts_with("timeout"),
+        "{killed}"
+    );
+    assert_eq!(killed["cpu_user_s"], Value::Null, "{killed}");
+    assert_eq!(r["stages"][2]["command_cpu"]["unknown"], 1);
+    assert_eq!(stderr_of(2), "tool: started\n");
+    drop(sshd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

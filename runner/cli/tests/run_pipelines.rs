@@ -123,3 +123,63 @@ fn smoke_pipeline_runs_end_to_end() {
     );
     assert_eq!(shape["cleanup"][0]["status"], "succeeded");
 }
+
+/// Local commands record the CPU they and their children used (the kernel's
+/// count, from `wait4`); results.json sums it per stage, and the report
+/// shows it and notes a client-bound stage exactly when the figures say so.
+#[test]
+fn local_commands_record_their_cpu() {
+    let dir = common::temp_dir("run-cpu");
+    let file = dir.join("cpu.yaml");
+    let busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
+    std::fs::write(
+        &file,
+        format!(
+            "name: cpu\nstages:\n  - id: busy\n    uses: exec\n    with:\n      shell: \"({busy}) & ({busy}); wait\"\n  - id: idle\n    uses: exec\n    with:\n      command: [sleep, \"0.3\"]\n"
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let out = common::pipeline(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    let cpus = r["host"]["cpus"].as_f64().unwrap();
+    for (stage, busy) in r["stages"].as_array().unwrap().iter().zip([true, false]) {
+        let command = &stage["commands"][0];
+        assert_eq!(command["host"], Value::Null, "ran here");
+        let local = stage["command_cpu"]["local_s"].as_f64().unwrap();
+        let own = command["cpu_user_s"].as_f64().unwrap() + command["cpu_sys_s"].as_f64().unwrap();
+        assert!((local - own).abs() < 1e-9, "{stage}");
+        if busy {
+            // Both loops ran in children of the shell: their CPU counts.
+            assert!(local > 0.1, "{stage}");
+        } else {
+            assert!(local < 0.1, "a sleep: {stage}");
+        }
+        let bound = local / stage["duration_s"].as_f64().unwrap() >= 0.9 * cpus;
+        let section = report
+            .split("\n### ")
+            .find(|s| s.contains(&format!(". {}\n", stage["id"].as_str().unwrap())))
+            .unwrap();
+        assert_eq!(
+            section.contains("- Note: client-bound:"),
+            bound,
+            "{section}"
+        );
+        assert!(section.contains(" user + "), "{section}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

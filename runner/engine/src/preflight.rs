@@ -84,6 +84,10 @@ fn check_host(host: &Host, tools: &[String], base: &std::path::Path) -> Vec<Stri
         Ok(f) => f,
         Err(e) => return vec![format!("host {}: {e}", host.describe())],
     };
+    if !host.is_local() {
+        // Only the check's own stderr belongs in a message.
+        pipeline_stage_api::hosts::take_cpu_report(&err);
+    }
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     match finished.exit {

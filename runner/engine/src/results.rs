@@ -163,6 +163,43 @@ pub struct StageRecord {
     pub artifacts: Vec<Artifact>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CommandRecord>,
+    /// The CPU time its commands used (absent: no commands, or an older runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_cpu: Option<CommandCpu>,
+}
+
+/// CPU time (user + system) of a stage's commands, summed over the commands
+/// whose CPU is known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CommandCpu {
+    /// Seconds used by commands on this machine (where benchmark clients
+    /// such as rados bench and fio run).
+    pub local_s: f64,
+    /// Seconds used by commands on other hosts, as their shells reported.
+    pub remote_s: f64,
+    /// Commands whose CPU is unknown, not in the sums.
+    pub unknown: usize,
+}
+
+impl CommandCpu {
+    pub fn of(commands: &[CommandRecord]) -> Option<CommandCpu> {
+        if commands.is_empty() {
+            return None;
+        }
+        let mut cpu = CommandCpu {
+            local_s: 0.0,
+            remote_s: 0.0,
+            unknown: 0,
+        };
+        for c in commands {
+            match (c.cpu_s(), &c.host) {
+                (Some(s), None) => cpu.local_s += s,
+                (Some(s), Some(_)) => cpu.remote_s += s,
+                (None, _) => cpu.unknown += 1,
+            }
+        }
+        Some(cpu)
+    }
 }
 
 /// Why a results.json could not be read. Each names the file; a problem

@@ -15,7 +15,10 @@ use crate::exec::format_duration;
 use crate::plan::{Plan, PlannedStage};
 use crate::progress::Progress;
 use crate::report;
-use crate::results::{PipelineInfo, RunResults, RunStatus, RunnerInfo, StageRecord, StageStatus};
+use crate::results::{
+    Artifact, CommandCpu, CommandRecord, PipelineInfo, RunResults, RunStatus, RunnerInfo,
+    StageRecord, StageStatus,
+};
 use crate::stage::{StageError, StageOutput};
 use crate::template;
 
@@ -246,6 +249,7 @@ impl Runner<'_> {
             outputs: BTreeMap::new(),
             artifacts: Vec::new(),
             commands: Vec::new(),
+            command_cpu: None,
         }
     }
 
@@ -273,6 +277,8 @@ impl Runner<'_> {
         );
     }
 
+    /// One stage instance, step by step: its `when`, its parameters, its run
+    /// on its host(s), its series files, and the outcome into its record.
     fn run_stage(&mut self, stage: &PlannedStage, cancel: &CancelToken) -> StageRecord {
         let env = template::environment();
         let ctx = self.plan.template_context(
@@ -281,42 +287,19 @@ impl Runner<'_> {
             &serde_json::Value::Object(self.stage_values.clone()),
         );
         let mut record = self.record(stage, StageStatus::Succeeded);
-
-        if let Some(when) = &stage.when {
-            match template::eval_bool(&env, when, &ctx) {
-                Ok(true) => {}
-                Ok(false) => {
-                    return self.not_run(
-                        stage,
-                        StageStatus::Skipped,
-                        &format!("`when: {when}` is false"),
-                    );
-                }
-                Err(e) => {
-                    record.status = StageStatus::Failed;
-                    record.error = Some(format!("cannot evaluate `when: {when}`: {e}"));
-                    self.progress.line(&format!(
-                        "failed {}: {}",
-                        stage.instance_id,
-                        record.error.as_deref().unwrap_or_default()
-                    ));
-                    self.remember(stage, StageStatus::Failed, &BTreeMap::new());
-                    return record;
-                }
+        match evaluate_when(stage, &env, &ctx) {
+            Ok(None) => {}
+            Ok(Some(skip_reason)) => {
+                return self.not_run(stage, StageStatus::Skipped, &skip_reason);
             }
+            Err(error) => return self.failed_before_start(stage, record, error),
         }
         let params = match stage.resolve_params(&env, &ctx) {
             Ok(p) => p,
             Err(problems) => {
-                record.status = StageStatus::Failed;
-                record.error = Some(format!("invalid parameters: {}", problems.join("; ")));
-                self.progress.line(&format!(
-                    "failed {}: {}",
-                    stage.instance_id,
-                    record.error.as_deref().unwrap_or_default()
-                ));
-                self.remember(stage, StageStatus::Failed, &BTreeMap::new());
-                return record;
+                let error =
+                    StageError::failed(format!("invalid parameters: {}", problems.join("; ")));
+                return self.failed_before_start(stage, record, error);
             }
         };
         record.params = self
@@ -328,9 +311,8 @@ impl Runner<'_> {
             .run_dir
             .join("stages")
             .join(sanitize(&stage.instance_id));
-        let started = Utc::now();
         let clock = Instant::now();
-        record.started_at = Some(rfc3339(started));
+        record.started_at = Some(rfc3339(Utc::now()));
         let bar = self
             .progress
             .start(&stage.instance_id, &stage.plugin.description.name);
@@ -346,71 +328,65 @@ impl Runner<'_> {
             progress: &show,
             redactor: &self.plan.redactor,
         };
-        let (outcome, commands, mut artifacts) = if stage.fans_out() {
-            // Once per host, at most `parallel` at a time; each host gets its
-            // own work folder and a copy of the ledger, merged back after.
-            let mut results = Vec::new();
-            let mut commands = Vec::new();
-            let mut artifacts = Vec::new();
-            for chunk in stage.targets.chunks(stage.parallel.max(1)) {
-                let ledger = self.ledger.clone();
-                let runs: Vec<HostRun> = std::thread::scope(|scope| {
-                    let handles: Vec<_> = chunk
-                        .iter()
-                        .map(|host| {
-                            let mut ledger = ledger.clone();
-                            let job = &job;
-                            let host_dir = work_dir.join(sanitize(&host.name));
-                            scope.spawn(move || job.run(host.clone(), host_dir, &mut ledger))
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .zip(chunk)
-                        .map(|(h, host)| {
-                            h.join().unwrap_or_else(|_| HostRun::crashed(host.clone()))
-                        })
-                        .collect()
-                });
-                for run in runs {
-                    merge_ledger(&mut self.ledger, run.ledger);
-                    commands.extend(run.commands);
-                    artifacts.extend(run.artifacts);
-                    results.push((run.host, run.outcome));
-                }
-            }
-            let batches = crate::fanout::Batches::new(stage.targets.len(), stage.parallel);
-            (crate::fanout::merge(results, batches), commands, artifacts)
+        let ran = if stage.fans_out() {
+            job.run_on_each_host(&work_dir, &mut self.ledger)
         } else {
-            let mut ledger = std::mem::take(&mut self.ledger);
-            let run = job.run(crate::hosts::Host::local(), work_dir.clone(), &mut ledger);
-            self.ledger = ledger;
-            (run.outcome, run.commands, run.artifacts)
+            job.run_here(&work_dir, &mut self.ledger)
         };
         let elapsed = clock.elapsed();
         record.ended_at = Some(rfc3339(Utc::now()));
         record.duration_s = Some(elapsed.as_secs_f64());
-        record.commands = commands;
+        self.record_outcome(&mut record, ran, &work_dir);
+        bar.finish(&finish_line(&record, elapsed));
+        self.remember(stage, record.status, &record.outputs);
+        record
+    }
 
+    /// A stage that failed before it started (its `when` or parameters).
+    fn failed_before_start(
+        &mut self,
+        stage: &PlannedStage,
+        mut record: StageRecord,
+        error: StageError,
+    ) -> StageRecord {
+        self.record_failure(&mut record, error);
+        self.progress.line(&format!(
+            "failed {}: {}",
+            stage.instance_id,
+            record.error.as_deref().unwrap_or_default()
+        ));
+        self.remember(stage, record.status, &BTreeMap::new());
+        record
+    }
+
+    /// The one place a stage's failure goes into its record.
+    fn record_failure(&self, record: &mut StageRecord, error: StageError) {
+        match error {
+            StageError::Cancelled => {
+                record.status = StageStatus::Cancelled;
+                record.error = Some("interrupted".into());
+            }
+            e => {
+                record.status = StageStatus::Failed;
+                record.error = Some(self.plan.redactor.redact(&e.to_string()));
+            }
+        }
+    }
+
+    /// What the stage returned (or the error it failed with), its commands
+    /// and their CPU, and its series files, into the record.
+    fn record_outcome(&mut self, record: &mut StageRecord, ran: Ran, work_dir: &Path) {
+        let Ran {
+            outcome,
+            commands,
+            mut artifacts,
+        } = ran;
+        record.command_cpu = CommandCpu::of(&commands);
+        record.commands = commands;
         match outcome {
             Ok(output) => {
-                for series in &output.series {
-                    let name = format!("series-{}.json", sanitize(&series.name));
-                    let path = work_dir.join(&name);
-                    if let Ok(text) = serde_json::to_string_pretty(series)
-                        && std::fs::write(&path, text).is_ok()
-                    {
-                        artifacts.push(crate::results::Artifact {
-                            name: format!("series: {}", series.name),
-                            path: path
-                                .strip_prefix(&self.run_dir)
-                                .unwrap_or(&path)
-                                .display()
-                                .to_string(),
-                        });
-                    }
-                }
-                self.results.environment.extend(output.environment.clone());
+                artifacts.extend(self.save_series(&output.series, work_dir));
+                self.results.environment.extend(output.environment);
                 record.metrics = output.metrics;
                 record.histograms = output.histograms;
                 record.outputs = output.outputs;
@@ -420,20 +396,57 @@ impl Runner<'_> {
                     record.skip_reason = Some(reason);
                 }
             }
-            Err(StageError::Cancelled) => {
-                record.status = StageStatus::Cancelled;
-                record.error = Some("interrupted".into());
-            }
-            Err(e) => {
-                record.status = StageStatus::Failed;
-                record.error = Some(self.plan.redactor.redact(&e.to_string()));
-            }
+            Err(e) => self.record_failure(record, e),
         }
         record.artifacts = artifacts;
-        bar.finish(&finish_line(&record, elapsed));
-        self.remember(stage, record.status, &record.outputs);
-        record
     }
+
+    /// Each series as `series-NAME.json` in the work folder, listed as an artifact.
+    fn save_series(&self, series: &[pipeline_model::Series], work_dir: &Path) -> Vec<Artifact> {
+        let mut saved = Vec::new();
+        for s in series {
+            let path = work_dir.join(format!("series-{}.json", sanitize(&s.name)));
+            if let Ok(text) = serde_json::to_string_pretty(s)
+                && std::fs::write(&path, text).is_ok()
+            {
+                saved.push(Artifact {
+                    name: format!("series: {}", s.name),
+                    path: path
+                        .strip_prefix(&self.run_dir)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string(),
+                });
+            }
+        }
+        saved
+    }
+}
+
+/// `Ok(None)`: run the stage; `Ok(Some(reason))`: skip it; `Err`: `when`
+/// could not be evaluated.
+fn evaluate_when(
+    stage: &PlannedStage,
+    env: &minijinja::Environment<'_>,
+    ctx: &minijinja::Value,
+) -> Result<Option<String>, StageError> {
+    let Some(when) = &stage.when else {
+        return Ok(None);
+    };
+    match template::eval_bool(env, when, ctx) {
+        Ok(true) => Ok(None),
+        Ok(false) => Ok(Some(format!("`when: {when}` is false"))),
+        Err(e) => Err(StageError::failed(format!(
+            "cannot evaluate `when: {when}`: {e}"
+        ))),
+    }
+}
+
+/// A stage's run on its host(s): the outcome, and what it did on the way.
+struct Ran {
+    outcome: Result<StageOutput, StageError>,
+    commands: Vec<CommandRecord>,
+    artifacts: Vec<Artifact>,
 }
 
 /// What one host's run of a stage needs.
@@ -452,8 +465,8 @@ struct HostJob<'a> {
 struct HostRun {
     host: crate::hosts::Host,
     outcome: Result<StageOutput, StageError>,
-    commands: Vec<crate::results::CommandRecord>,
-    artifacts: Vec<crate::results::Artifact>,
+    commands: Vec<CommandRecord>,
+    artifacts: Vec<Artifact>,
     ledger: Vec<Resource>,
 }
 
@@ -470,6 +483,55 @@ impl HostRun {
 }
 
 impl HostJob<'_> {
+    /// A stage that runs once, on this machine (it may reach other hosts itself).
+    fn run_here(&self, work_dir: &Path, ledger: &mut Vec<Resource>) -> Ran {
+        let run = self.run(crate::hosts::Host::local(), work_dir.to_path_buf(), ledger);
+        Ran {
+            outcome: run.outcome,
+            commands: run.commands,
+            artifacts: run.artifacts,
+        }
+    }
+
+    /// Once per host, at most `parallel` at a time; each host gets its own
+    /// work folder and a copy of the ledger, merged back after.
+    fn run_on_each_host(&self, work_dir: &Path, ledger: &mut Vec<Resource>) -> Ran {
+        let stage = self.stage;
+        let mut results = Vec::new();
+        let mut commands = Vec::new();
+        let mut artifacts = Vec::new();
+        for chunk in stage.targets.chunks(stage.parallel.max(1)) {
+            let before = ledger.clone();
+            let runs: Vec<HostRun> = std::thread::scope(|scope| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|host| {
+                        let mut ledger = before.clone();
+                        let host_dir = work_dir.join(sanitize(&host.name));
+                        scope.spawn(move || self.run(host.clone(), host_dir, &mut ledger))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .zip(chunk)
+                    .map(|(h, host)| h.join().unwrap_or_else(|_| HostRun::crashed(host.clone())))
+                    .collect()
+            });
+            for run in runs {
+                merge_ledger(ledger, run.ledger);
+                commands.extend(run.commands);
+                artifacts.extend(run.artifacts);
+                results.push((run.host, run.outcome));
+            }
+        }
+        let batches = crate::fanout::Batches::new(stage.targets.len(), stage.parallel);
+        Ran {
+            outcome: crate::fanout::merge(results, batches),
+            commands,
+            artifacts,
+        }
+    }
+
     fn run(
         &self,
         host: crate::hosts::Host,

@@ -244,6 +244,25 @@ pub struct CommandRecord {
     /// Raw output files, relative to the run folder.
     pub stdout: String,
     pub stderr: String,
+    /// The inventory host it ran on over SSH; absent: this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// User CPU seconds of the command and the processes it waited for:
+    /// measured by this machine's kernel for a local command, reported by
+    /// the remote shell over SSH. Absent when unknown (the remote session
+    /// was killed before it reported; results of older runners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_s: Option<f64>,
+    /// System CPU seconds, like `cpu_user_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_sys_s: Option<f64>,
+}
+
+impl CommandRecord {
+    /// User plus system CPU seconds, when known.
+    pub fn cpu_s(&self) -> Option<f64> {
+        Some(self.cpu_user_s? + self.cpu_sys_s?)
+    }
 }
 
 #[cfg(test)]

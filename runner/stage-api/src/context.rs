@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::CancelToken;
 use crate::ceph::CephConnection;
-use crate::exec::{self, CommandSpec, Exit};
-use crate::hosts::Host;
+use crate::exec::{self, CommandSpec, CpuTime, Exit, TimeLimit};
+use crate::hosts::{self, Host};
 use crate::secrets::Redactor;
 use crate::stage::StageError;
 pub use pipeline_model::{Artifact, CommandRecord, Resource};
@@ -18,8 +18,15 @@ pub use pipeline_model::{Artifact, CommandRecord, Resource};
 #[derive(Debug)]
 pub struct Background {
     running: exec::Running,
+    launched: Launched,
+}
+
+/// What a started command is: enough to record and judge it when it ends.
+#[derive(Debug)]
+struct Launched {
     host: Host,
     spec: CommandSpec,
+    /// Its command line for logs and results (secrets redacted, host named).
     shown: String,
 }
 
@@ -30,6 +37,8 @@ pub struct CommandOutput {
     pub stdout: String,
     pub stderr: String,
     pub elapsed: Duration,
+    /// The CPU it used (see `CommandRecord::cpu_user_s`); `None` when unknown.
+    pub cpu: Option<CpuTime>,
 }
 
 impl CommandOutput {
@@ -139,6 +148,13 @@ impl StageContext<'_> {
         self.deadline
     }
 
+    /// The token a stage's own async code can wait on
+    /// ([`CancelToken::cancelled`]), e.g. in a `select!` with its load, next
+    /// to [`deadline`](Self::deadline) for the stage's time limit.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+
     /// Runs a command on this instance's host; stdout/stderr go to
     /// `NN-<label>.stdout|.stderr` in the work folder and are listed in the
     /// results. A non-zero exit is NOT an error here (some tools report
@@ -156,12 +172,8 @@ impl StageContext<'_> {
         label: &str,
         spec: &CommandSpec,
     ) -> Result<CommandOutput, StageError> {
-        let running = self.spawn_on(host, label, spec)?;
-        let finished = running
-            .running
-            .wait(&self.cancel)
-            .map_err(|e| StageError::failed(e.to_string()))?;
-        self.finish(host, spec, &running.shown, finished)
+        let background = self.spawn_on(host, label, spec)?;
+        self.wait(background)
     }
 
     /// Runs a command that undoes what the stage made (removes its scratch
@@ -178,12 +190,10 @@ impl StageContext<'_> {
             Some(_) => spec.clone(),
             None => spec.clone().timeout(Duration::from_secs(30)),
         };
-        let running = self.spawn_with(host, label, &spec, None)?;
-        let finished = running
-            .running
-            .wait(&CancelToken::default())
-            .map_err(|e| StageError::failed(e.to_string()))?;
-        self.finish(host, &spec, &running.shown, finished)
+        let Background { running, launched } = self.spawn_with(host, label, &spec, None)?;
+        self.progress(&launched.shown);
+        let finished = running.wait(&CancelToken::default());
+        self.finish(&launched, finished)
     }
 
     /// Starts a command on a host and returns without waiting (a server the
@@ -194,9 +204,14 @@ impl StageContext<'_> {
         label: &str,
         spec: &CommandSpec,
     ) -> Result<Background, StageError> {
-        self.spawn_with(host, label, spec, self.deadline)
+        let background = self.spawn_with(host, label, spec, self.deadline)?;
+        self.progress(&background.launched.shown);
+        Ok(background)
     }
 
+    /// The one way a command starts: its output files are numbered in the
+    /// order commands start, and on another host it runs over SSH under the
+    /// time left (so the far side stops it too) and reports its CPU.
     fn spawn_with(
         &mut self,
         host: &Host,
@@ -219,7 +234,6 @@ impl StageContext<'_> {
         } else {
             format!("[{}] {shown}", host.name)
         };
-        self.progress(&shown);
         let remote_limit = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let wrapped = host.wrap(spec, remote_limit.or(spec.timeout));
         let running = exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, deadline)
@@ -227,83 +241,143 @@ impl StageContext<'_> {
         self.pending += 1;
         Ok(Background {
             running,
-            host: host.clone(),
-            spec: spec.clone(),
-            shown,
+            launched: Launched {
+                host: host.clone(),
+                spec: spec.clone(),
+                shown,
+            },
         })
     }
 
     /// Waits for a background command (up to its own timeout and the stage deadline).
     pub fn wait(&mut self, background: Background) -> Result<CommandOutput, StageError> {
-        let finished = background
-            .running
-            .wait(&self.cancel)
-            .map_err(|e| StageError::failed(e.to_string()))?;
-        self.finish(
-            &background.host,
-            &background.spec,
-            &background.shown,
-            finished,
-        )
+        let Background { running, launched } = background;
+        let finished = running.wait(&self.cancel);
+        self.finish(&launched, finished)
     }
 
-    /// Stops a background command (if still running) and records it.
+    /// Stops a background command (if still running) and records it. Being
+    /// stopped is how it is meant to end, so nothing here is an error.
     pub fn stop(&mut self, background: Background) -> CommandOutput {
-        let finished = background.running.kill();
+        let Background { running, launched } = background;
         self.pending = self.pending.saturating_sub(1);
-        let out = self.record(&background.shown, &finished);
-        CommandOutput {
-            exit: finished.exit.clone(),
-            stdout: out.0,
-            stderr: out.1,
-            elapsed: finished.elapsed,
+        self.record(&launched, running.kill())
+    }
+
+    /// Runs several commands at once (one per client) on this instance's
+    /// host under the same deadline; returns their outputs in order. Each is
+    /// recorded and judged like [`run`](Self::run).
+    pub fn run_parallel(
+        &mut self,
+        commands: &[(String, CommandSpec)],
+    ) -> Result<Vec<CommandOutput>, StageError> {
+        let on_host: Vec<(Host, String, CommandSpec)> = commands
+            .iter()
+            .map(|(label, spec)| (self.host.clone(), label.clone(), spec.clone()))
+            .collect();
+        self.run_parallel_on(&on_host)
+    }
+
+    /// Like [`run_parallel`](Self::run_parallel), each command on its own
+    /// host (`(host, label, spec)`). All are started before any is waited
+    /// for; every one is recorded, and the first failure (in the given
+    /// order) is the error.
+    pub fn run_parallel_on(
+        &mut self,
+        commands: &[(Host, String, CommandSpec)],
+    ) -> Result<Vec<CommandOutput>, StageError> {
+        let mut started = Vec::with_capacity(commands.len());
+        let mut failure = None;
+        for (host, label, spec) in commands {
+            match self.spawn_with(host, label, spec, self.deadline) {
+                Ok(background) => started.push(background),
+                Err(e) => {
+                    // Those already started are stopped, not left running.
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            for background in started {
+                self.stop(background);
+            }
+            return Err(e);
+        }
+        self.progress(&format!(
+            "{} commands in parallel: {}",
+            started.len(),
+            started
+                .first()
+                .map(|b| b.launched.shown.as_str())
+                .unwrap_or_default()
+        ));
+        let cancel = self.cancel.clone();
+        let finished: Vec<(Launched, std::io::Result<exec::Finished>)> =
+            std::thread::scope(|scope| {
+                let waits: Vec<_> = started
+                    .into_iter()
+                    .map(|Background { running, launched }| {
+                        let cancel = &cancel;
+                        (launched, scope.spawn(move || running.wait(cancel)))
+                    })
+                    .collect();
+                waits
+                    .into_iter()
+                    .map(|(launched, wait)| {
+                        let result = wait.join().unwrap_or_else(|_| {
+                            Err(std::io::Error::other("command thread panicked"))
+                        });
+                        (launched, result)
+                    })
+                    .collect()
+            });
+        let mut outputs = Vec::with_capacity(finished.len());
+        for (launched, result) in finished {
+            match self.finish(&launched, result) {
+                Ok(output) => outputs.push(output),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(outputs),
         }
     }
 
-    fn record(&mut self, shown: &str, finished: &exec::Finished) -> (String, String) {
-        self.commands.push(CommandRecord {
-            command: shown.to_string(),
-            exit: finished.exit.to_string(),
-            duration_s: finished.elapsed.as_secs_f64(),
-            stdout: self.relative(&finished.stdout_path),
-            stderr: self.relative(&finished.stderr_path),
-        });
-        let read = |p: &Path| {
-            std::fs::read(p)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default()
-        };
-        (read(&finished.stdout_path), read(&finished.stderr_path))
-    }
-
+    /// Where every waited-for command ends: recorded, then judged the same
+    /// way wherever it ran. A timeout names the limit that fired; ssh's own
+    /// failure (exit 255 on another host) and the shell's "not found" (127)
+    /// say what is wrong with the host.
     fn finish(
         &mut self,
-        host: &Host,
-        spec: &CommandSpec,
-        shown: &str,
-        finished: exec::Finished,
+        launched: &Launched,
+        finished: std::io::Result<exec::Finished>,
     ) -> Result<CommandOutput, StageError> {
         self.pending = self.pending.saturating_sub(1);
-        let (stdout, stderr) = self.record(shown, &finished);
-        match finished.exit {
-            Exit::Cancelled => return Err(StageError::Cancelled),
+        let finished =
+            finished.map_err(|e| StageError::failed(format!("{}: {e}", launched.shown)))?;
+        let timed_out_by = finished.timed_out_by;
+        let output = self.record(launched, finished);
+        let Launched { host, spec, shown } = launched;
+        match output.exit {
+            Exit::Cancelled => Err(StageError::Cancelled),
             Exit::TimedOut(elapsed) => {
-                // Whichever limit fired: the stage's (its deadline has
-                // passed) or this command's own.
-                let stage_expired = self.deadline.is_some_and(|d| Instant::now() >= d);
-                let limit = match (stage_expired, self.timeout, spec.timeout) {
-                    (true, Some(t), _) => t,
-                    (_, _, Some(t)) => t,
-                    _ => elapsed,
+                let limit = match timed_out_by {
+                    Some(TimeLimit::Command(t)) => t,
+                    Some(TimeLimit::Deadline) => self.timeout.unwrap_or(elapsed),
+                    None => elapsed,
                 };
-                return Err(StageError::Timeout(format!(
+                Err(StageError::Timeout(format!(
                     "{} (`{shown}` was killed)",
                     exec::format_duration(limit)
-                )));
+                )))
             }
             // ssh itself failed: the host, not the command.
             Exit::Code(255) if !host.is_local() => {
-                return Err(StageError::failed(host.explain_ssh_failure(&stderr)));
+                Err(StageError::failed(host.explain_ssh_failure(&output.stderr)))
             }
             // The shell's "command not found".
             Exit::Code(127) => {
@@ -313,115 +387,45 @@ impl StageContext<'_> {
                 } else {
                     format!("host {}", host.describe())
                 };
-                return Err(StageError::failed(format!(
+                Err(StageError::failed(format!(
                     "`{program}` is not installed on {place} (command not found)"
-                )));
+                )))
             }
-            _ => {}
+            _ => Ok(output),
         }
-        Ok(CommandOutput {
-            exit: finished.exit,
-            stdout,
-            stderr,
-            elapsed: finished.elapsed,
-        })
     }
 
-    /// Runs several commands at once (one per client or host) under the same
-    /// deadline; returns their outputs in order. Each is recorded like [`run`](Self::run).
-    pub fn run_parallel(
-        &mut self,
-        commands: &[(String, CommandSpec)],
-    ) -> Result<Vec<CommandOutput>, StageError> {
-        let first = self.commands.len() + self.pending + 1;
-        let remote_limit = self
-            .deadline
-            .map(|d| d.saturating_duration_since(Instant::now()));
-        let wrapped: Vec<CommandSpec> = commands
-            .iter()
-            .map(|(_, spec)| self.host.wrap(spec, remote_limit.or(spec.timeout)))
-            .collect();
-        let jobs: Vec<(PathBuf, PathBuf, &CommandSpec)> = commands
-            .iter()
-            .zip(&wrapped)
-            .enumerate()
-            .map(|(i, ((label, _), spec))| {
-                let base = format!("{:02}-{}", first + i, sanitize(label));
-                (
-                    self.work_dir.join(format!("{base}.stdout")),
-                    self.work_dir.join(format!("{base}.stderr")),
-                    spec,
-                )
-            })
-            .collect();
-        self.progress(&format!(
-            "{} commands in parallel: {}",
-            jobs.len(),
-            self.redactor
-                .redact(&commands.first().map(|c| c.1.display()).unwrap_or_default())
-        ));
-        let (deadline, cancel) = (self.deadline, self.cancel.clone());
-        let finished: Vec<std::io::Result<exec::Finished>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = jobs
-                .iter()
-                .map(|(out, err, spec)| {
-                    let cancel = cancel.clone();
-                    scope.spawn(move || exec::run_to_files(spec, out, err, deadline, &cancel))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(std::io::Error::other("command thread panicked")))
-                })
-                .collect()
+    /// Lists a finished command in the stage's record and reads its output
+    /// back. A remote command's CPU comes from the report its shell appended
+    /// to stderr, which is removed first so the file holds only the tool's
+    /// stderr; a local command's from this machine's kernel.
+    fn record(&mut self, launched: &Launched, finished: exec::Finished) -> CommandOutput {
+        let cpu = if launched.host.is_local() {
+            finished.cpu
+        } else {
+            hosts::take_cpu_report(&finished.stderr_path)
+        };
+        self.commands.push(CommandRecord {
+            command: launched.shown.clone(),
+            exit: finished.exit.to_string(),
+            duration_s: finished.elapsed.as_secs_f64(),
+            stdout: self.relative(&finished.stdout_path),
+            stderr: self.relative(&finished.stderr_path),
+            host: (!launched.host.is_local()).then(|| launched.host.name.clone()),
+            cpu_user_s: cpu.map(|c| c.user.as_secs_f64()),
+            cpu_sys_s: cpu.map(|c| c.system.as_secs_f64()),
         });
-        let mut outputs = Vec::new();
-        let mut failure = None;
-        for ((stdout_path, stderr_path, spec), result) in jobs.iter().zip(finished) {
-            let shown = self.redactor.redact(&spec.display());
-            let finished = match result {
-                Ok(f) => f,
-                Err(e) => {
-                    failure.get_or_insert(StageError::failed(e.to_string()));
-                    continue;
-                }
-            };
-            self.commands.push(CommandRecord {
-                command: shown.clone(),
-                exit: finished.exit.to_string(),
-                duration_s: finished.elapsed.as_secs_f64(),
-                stdout: self.relative(stdout_path),
-                stderr: self.relative(stderr_path),
-            });
-            match finished.exit {
-                Exit::Cancelled => {
-                    failure.get_or_insert(StageError::Cancelled);
-                }
-                Exit::TimedOut(elapsed) => {
-                    failure.get_or_insert(StageError::Timeout(format!(
-                        "{} (`{shown}` was killed)",
-                        exec::format_duration(elapsed)
-                    )));
-                }
-                _ => {}
-            }
-            let read = |p: &Path| {
-                std::fs::read(p)
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default()
-            };
-            outputs.push(CommandOutput {
-                exit: finished.exit,
-                stdout: read(stdout_path),
-                stderr: read(stderr_path),
-                elapsed: finished.elapsed,
-            });
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(outputs),
+        let read = |p: &Path| {
+            std::fs::read(p)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default()
+        };
+        CommandOutput {
+            exit: finished.exit,
+            stdout: read(&finished.stdout_path),
+            stderr: read(&finished.stderr_path),
+            elapsed: finished.elapsed,
+            cpu,
         }
     }
 
@@ -505,4 +509,119 @@ pub fn sanitize(text: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context for this machine with its work folder under the temp dir.
+    fn with_context<T>(
+        name: &str,
+        deadline: Option<Duration>,
+        test: impl FnOnce(&mut StageContext) -> T,
+    ) -> T {
+        let run_dir = std::env::temp_dir().join(format!(
+            "pipeline-context-test-{}-{name}",
+            std::process::id()
+        ));
+        let work_dir = run_dir.join("stages").join(name);
+        std::fs::create_dir_all(&work_dir).unwrap();
+        let (progress, redactor, mut ledger) = (|_: &str| {}, Redactor::default(), Vec::new());
+        let mut ctx = StageContext::new(ContextParts {
+            instance_id: name.into(),
+            run_id: "test".into(),
+            work_dir,
+            run_dir: run_dir.clone(),
+            ceph: CephConnection::default(),
+            grants: Default::default(),
+            deadline: deadline.map(|d| Instant::now() + d),
+            timeout: deadline,
+            cancel: CancelToken::default(),
+            progress: &progress,
+            host: Host::local(),
+            targets: vec![Host::local()],
+            ledger: &mut ledger,
+            redactor: &redactor,
+        });
+        let out = test(&mut ctx);
+        drop(ctx);
+        let _ = std::fs::remove_dir_all(run_dir);
+        out
+    }
+
+    fn sh(script: &str) -> CommandSpec {
+        CommandSpec::new(vec!["sh".into(), "-c".into(), script.into()])
+    }
+
+    fn parallel(specs: &[CommandSpec]) -> Vec<(String, CommandSpec)> {
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("client-{i}"), s.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn parallel_commands_fail_the_way_a_single_one_does() {
+        for failing in [
+            sh("exit 127"),
+            CommandSpec::new(vec!["sleep".into(), "5".into()]).timeout(Duration::from_millis(200)),
+        ] {
+            let single = with_context("single", None, |ctx| {
+                ctx.run("one", &failing).unwrap_err().to_string()
+            });
+            let together = with_context("parallel", None, |ctx| {
+                let err = ctx
+                    .run_parallel(&parallel(&[sh("true"), failing.clone()]))
+                    .unwrap_err()
+                    .to_string();
+                // Both are recorded, numbered in the order they started.
+                let commands: Vec<&str> = ctx.commands.iter().map(|c| c.stdout.as_str()).collect();
+                assert_eq!(
+                    commands,
+                    [
+                        "stages/parallel/01-client-0.stdout",
+                        "stages/parallel/02-client-1.stdout"
+                    ]
+                );
+                err
+            });
+            assert_eq!(single, together);
+        }
+    }
+
+    #[test]
+    fn a_timeout_names_the_limit_that_fired() {
+        let sleep = || CommandSpec::new(vec!["sleep".into(), "5".into()]);
+        let own = with_context("own-limit", Some(Duration::from_secs(60)), |ctx| {
+            ctx.run("sleep", &sleep().timeout(Duration::from_millis(200)))
+                .unwrap_err()
+                .to_string()
+        });
+        assert_eq!(own, "timed out after 200ms (`sleep 5` was killed)");
+        let stage = with_context("stage-limit", Some(Duration::from_millis(300)), |ctx| {
+            ctx.run_parallel(&parallel(&[sleep().timeout(Duration::from_secs(60))]))
+                .unwrap_err()
+                .to_string()
+        });
+        assert_eq!(stage, "timed out after 300ms (`sleep 5` was killed)");
+    }
+
+    #[test]
+    fn commands_record_their_cpu() {
+        let busy = sh("i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done");
+        let records = with_context("cpu", None, |ctx| {
+            let outputs = ctx
+                .run_parallel(&parallel(&[busy.clone(), sh("sleep 0.2")]))
+                .unwrap();
+            assert!(outputs[0].cpu.unwrap().user > Duration::from_millis(50));
+            ctx.run("busy", &busy).unwrap();
+            std::mem::take(&mut ctx.commands)
+        });
+        let cpu: Vec<f64> = records.iter().map(|c| c.cpu_s().unwrap()).collect();
+        assert!(cpu[0] > 0.05 && cpu[2] > 0.05, "{cpu:?}");
+        assert!(cpu[1] < 0.1, "a sleep: {cpu:?}");
+        assert!(records.iter().all(|c| c.host.is_none()));
+    }
 }

@@ -73,10 +73,38 @@ impl std::fmt::Display for Exit {
     }
 }
 
+/// The CPU time a command used: its own and that of the descendants it
+/// waited for (a shell's children, a benchmark's worker processes).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpuTime {
+    pub user: Duration,
+    pub system: Duration,
+}
+
+impl CpuTime {
+    pub fn total(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+/// Which limit ended a command that timed out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TimeLimit {
+    /// The command's own `timeout`.
+    Command(Duration),
+    /// The deadline it was started under (the stage's).
+    Deadline,
+}
+
 #[derive(Debug, Clone)]
 pub struct Finished {
     pub exit: Exit,
     pub elapsed: Duration,
+    /// Measured by the kernel for this machine's process (`wait4`); `None`
+    /// only if the process could not be reaped.
+    pub cpu: Option<CpuTime>,
+    /// Set when `exit` is a timeout.
+    pub timed_out_by: Option<TimeLimit>,
     pub stdout_path: PathBuf,
     pub stderr_path: PathBuf,
 }
@@ -94,11 +122,17 @@ pub fn run_to_files(
 }
 
 /// A started command (e.g. a server another command will talk to).
+///
+/// The child is reaped with `wait4(2)`, not std's `Child::try_wait`, for
+/// the CPU time it used; so only its pid is kept.
 #[derive(Debug)]
 pub struct Running {
-    child: std::process::Child,
+    pid: i32,
     started: Instant,
+    /// The earlier of the call's own limit and the deadline it runs under.
     deadline: Option<Instant>,
+    /// Which of the two `deadline` is.
+    limit: Option<TimeLimit>,
     stdout_path: PathBuf,
     stderr_path: PathBuf,
 }
@@ -137,15 +171,17 @@ pub fn spawn_to_files(
     let child = command
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start `{program}`: {e}")))?;
-    let call_deadline = spec.timeout.map(|t| started + t);
-    let deadline = match (deadline, call_deadline) {
-        (Some(a), Some(b)) => Some(a.min(b)),
+    let call_deadline = spec.timeout.map(|t| (started + t, TimeLimit::Command(t)));
+    let outer_deadline = deadline.map(|d| (d, TimeLimit::Deadline));
+    let first = match (outer_deadline, call_deadline) {
+        (Some(a), Some(b)) => Some(if b.0 <= a.0 { b } else { a }),
         (a, b) => a.or(b),
     };
     Ok(Running {
-        child,
+        pid: child.id() as i32,
         started,
-        deadline,
+        deadline: first.map(|(at, _)| at),
+        limit: first.map(|(_, limit)| limit),
         stdout_path: stdout_path.to_path_buf(),
         stderr_path: stderr_path.to_path_buf(),
     })
@@ -153,46 +189,47 @@ pub fn spawn_to_files(
 
 impl Running {
     /// Waits for the command to exit, its deadline, or cancellation.
-    pub fn wait(mut self, cancel: &CancelToken) -> std::io::Result<Finished> {
-        let pgid = self.child.id() as i32;
+    pub fn wait(self, cancel: &CancelToken) -> std::io::Result<Finished> {
         // Poll quickly at first (most commands are short), then every 20 ms.
         let mut pause = Duration::from_millis(1);
-        let exit = loop {
-            if let Some(status) = self.child.try_wait()? {
-                break exit_of(status);
+        loop {
+            if let Some((status, cpu)) = reap(self.pid, Reap::IfExited)? {
+                return Ok(self.finished(exit_of(status), Some(cpu)));
             }
             if cancel.is_cancelled() {
-                terminate_group(pgid, &mut self.child);
-                break Exit::Cancelled;
+                let cpu = terminate_group(self.pid);
+                return Ok(self.finished(Exit::Cancelled, cpu));
             }
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
-                terminate_group(pgid, &mut self.child);
-                break Exit::TimedOut(self.started.elapsed());
+                let cpu = terminate_group(self.pid);
+                let mut finished = self.finished(Exit::TimedOut(self.started.elapsed()), cpu);
+                finished.timed_out_by = self.limit;
+                return Ok(finished);
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
-        };
-        Ok(self.finished(exit))
+        }
     }
 
     /// Stops the command (SIGTERM, then SIGKILL) unless it already exited.
-    pub fn kill(mut self) -> Finished {
-        let exit = match self.child.try_wait() {
-            Ok(Some(status)) => exit_of(status),
+    pub fn kill(self) -> Finished {
+        match reap(self.pid, Reap::IfExited) {
+            Ok(Some((status, cpu))) => self.finished(exit_of(status), Some(cpu)),
             _ => {
-                terminate_group(self.child.id() as i32, &mut self.child);
-                Exit::Cancelled
+                let cpu = terminate_group(self.pid);
+                self.finished(Exit::Cancelled, cpu)
             }
-        };
-        self.finished(exit)
+        }
     }
 
-    fn finished(self, exit: Exit) -> Finished {
+    fn finished(&self, exit: Exit, cpu: Option<CpuTime>) -> Finished {
         Finished {
             exit,
             elapsed: self.started.elapsed(),
-            stdout_path: self.stdout_path,
-            stderr_path: self.stderr_path,
+            cpu,
+            timed_out_by: None,
+            stdout_path: self.stdout_path.clone(),
+            stderr_path: self.stderr_path.clone(),
         }
     }
 }
@@ -205,27 +242,71 @@ fn exit_of(status: ExitStatus) -> Exit {
     }
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Reap {
+    IfExited,
+    Block,
+}
+
+/// Reaps the child `pid` once it has exited: its status, and the CPU time
+/// it and the descendants it waited for used (wait4's rusage).
+fn reap(pid: i32, how: Reap) -> std::io::Result<Option<(ExitStatus, CpuTime)>> {
+    let flags = match how {
+        Reap::IfExited => libc::WNOHANG,
+        Reap::Block => 0,
+    };
+    loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4 on our own child, writing into the two locals above.
+        let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if reaped == pid {
+            let cpu = CpuTime {
+                user: duration_of(usage.ru_utime),
+                system: duration_of(usage.ru_stime),
+            };
+            return Ok(Some((ExitStatus::from_raw(status), cpu)));
+        }
+        if reaped == 0 {
+            return Ok(None);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+fn duration_of(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+}
+
 /// SIGTERM the group, give it 3 s, then SIGKILL; always reap the child.
-fn terminate_group(pgid: i32, child: &mut std::process::Child) {
+/// Returns the CPU the child used up to its end, when it could be reaped.
+fn terminate_group(pgid: i32) -> Option<CpuTime> {
     // SAFETY: kill(2) on a process group we created; no memory is involved.
     unsafe {
         libc::kill(-pgid, libc::SIGTERM);
     }
     let grace = Instant::now() + Duration::from_secs(3);
     while Instant::now() < grace {
-        if let Ok(Some(_)) = child.try_wait() {
-            // The leader is gone; make sure stragglers in the group are too.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
+        match reap(pgid, Reap::IfExited) {
+            Ok(Some((_, cpu))) => {
+                // The leader is gone; make sure stragglers in the group are too.
+                unsafe {
+                    libc::kill(-pgid, libc::SIGKILL);
+                }
+                return Some(cpu);
             }
-            return;
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => break,
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
     }
-    let _ = child.wait();
+    reap(pgid, Reap::Block).ok().flatten().map(|(_, cpu)| cpu)
 }
 
 /// Quotes argv for display so it can be pasted into a shell.
@@ -298,6 +379,92 @@ mod tests {
         let f = run_to_files(&spec, &o, &e, None, &CancelToken::default()).unwrap();
         assert!(matches!(f.exit, Exit::TimedOut(_)), "{:?}", f.exit);
         assert!(f.elapsed < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_busy_loop_uses_cpu_and_a_sleep_does_not() {
+        // The loop runs in a grandchild: the CPU of waited-for descendants counts.
+        let busy = CommandSpec::new(vec![
+            "sh".into(),
+            "-c".into(),
+            "sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'; true".into(),
+        ]);
+        let f = run_to_files(
+            &busy,
+            &tmp("cpu1.out"),
+            &tmp("cpu1.err"),
+            None,
+            &CancelToken::default(),
+        )
+        .unwrap();
+        assert_eq!(f.exit, Exit::Code(0));
+        let cpu = f.cpu.expect("cpu of a reaped child");
+        assert!(cpu.user > Duration::from_millis(50), "{cpu:?}");
+
+        let sleep = CommandSpec::new(vec!["sleep".into(), "0.3".into()]);
+        let f = run_to_files(
+            &sleep,
+            &tmp("cpu2.out"),
+            &tmp("cpu2.err"),
+            None,
+            &CancelToken::default(),
+        )
+        .unwrap();
+        let cpu = f.cpu.expect("cpu of a reaped child");
+        assert!(cpu.total() < Duration::from_millis(100), "{cpu:?}");
+    }
+
+    #[test]
+    fn a_command_killed_at_its_timeout_still_reports_its_cpu() {
+        let spec = CommandSpec::new(vec!["sh".into(), "-c".into(), "while :; do :; done".into()])
+            .timeout(Duration::from_millis(300));
+        let f = run_to_files(
+            &spec,
+            &tmp("cpu3.out"),
+            &tmp("cpu3.err"),
+            None,
+            &CancelToken::default(),
+        )
+        .unwrap();
+        assert!(matches!(f.exit, Exit::TimedOut(_)), "{:?}", f.exit);
+        assert_eq!(
+            f.timed_out_by,
+            Some(TimeLimit::Command(Duration::from_millis(300)))
+        );
+        assert!(f.cpu.expect("reaped after the kill").total() > Duration::ZERO);
+    }
+
+    #[test]
+    fn the_earlier_deadline_is_the_one_named() {
+        let spec =
+            CommandSpec::new(vec!["sleep".into(), "30".into()]).timeout(Duration::from_secs(60));
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let f = run_to_files(
+            &spec,
+            &tmp("d.out"),
+            &tmp("d.err"),
+            Some(deadline),
+            &CancelToken::default(),
+        )
+        .unwrap();
+        assert_eq!(f.timed_out_by, Some(TimeLimit::Deadline));
+    }
+
+    #[test]
+    fn cancellation_kills_the_command() {
+        let source = std::sync::Arc::new(crate::cancel::CancelSource::default());
+        let token = source.token();
+        let running = spawn_to_files(
+            &CommandSpec::new(vec!["sleep".into(), "30".into()]),
+            &tmp("e.out"),
+            &tmp("e.err"),
+            None,
+        )
+        .unwrap();
+        source.request();
+        let f = running.wait(&token).unwrap();
+        assert_eq!(f.exit, Exit::Cancelled);
+        assert!(f.cpu.is_some());
     }
 
     #[test]

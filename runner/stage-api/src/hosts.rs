@@ -2,13 +2,13 @@
 //! (the system's OpenSSH client: BatchMode, multiplexed connections, strict
 //! host key checking unless the pipeline explicitly relaxes it).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::exec::{CommandSpec, shell_words};
+use crate::exec::{CommandSpec, CpuTime, shell_quote, shell_words};
 
 /// The reserved name of the machine running the suite.
 pub const LOCAL: &str = "local";
@@ -128,7 +128,8 @@ impl Host {
     /// The command as it runs on this host: unchanged locally; over SSH the
     /// remote shell gets one quoted command line. `remote_limit` makes the
     /// remote side kill the command too (`timeout`): killing the local ssh
-    /// client alone would leave it running there.
+    /// client alone would leave it running there. The far side appends the
+    /// CPU its command used to stderr; [`take_cpu_report`] removes it again.
     pub fn wrap(&self, spec: &CommandSpec, remote_limit: Option<Duration>) -> CommandSpec {
         if self.is_local() {
             return spec.clone();
@@ -145,7 +146,7 @@ impl Host {
             remote.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
         }
         remote.extend(spec.argv.iter().cloned());
-        let mut line = shell_words(&remote);
+        let mut line = format!("exec {}", shell_words(&remote));
         if let Some(cwd) = &spec.cwd {
             line = format!(
                 "cd {} && {line}",
@@ -153,7 +154,7 @@ impl Host {
             );
         }
         let mut argv = self.ssh_argv();
-        argv.push(line);
+        argv.push(with_cpu_report(&line));
         CommandSpec {
             argv,
             env: Vec::new(),
@@ -214,6 +215,91 @@ impl Host {
     }
 }
 
+/// The line before a remote command's CPU report on its stderr.
+const CPU_REPORT_MARKER: &str = "@@pipeline-remote-cpu@@";
+
+/// Runs `line` (which ends in `exec`) in a subshell of `sh`, which waits
+/// for it, then appends the CPU its children used (the tool, `timeout` and
+/// whatever they waited for: the second line of the POSIX `times` builtin)
+/// to stderr, and exits with the command's status.
+///
+/// - The measuring shell is itself a subshell, a fresh process: the login
+///   shell usually `exec`s `sh`, and a process keeps the CPU of the children
+///   it reaped before `exec` (say, what `.bashrc` ran); a fresh one has none.
+///   (`; exit $?` keeps it a real fork: a last command is not forked.)
+/// - The tool's stderr is the session's; `sh`'s own is /dev/null, so its job
+///   messages ("Killed") do not end up among the tool's.
+/// - `sh` is the parent of `timeout`, so the report follows a remote timeout
+///   too; a shell killed first reports nothing.
+fn with_cpu_report(line: &str) -> String {
+    let script = format!(
+        "exec 3>&2 2>/dev/null; (({line}) 2>&3 3>&-; rc=$?; \
+         printf '\\n%s\\n' {CPU_REPORT_MARKER} >&3; times >&3; exit $rc); exit $?"
+    );
+    format!("sh -c {}", shell_quote(&script))
+}
+
+/// Removes the CPU report [`Host::wrap`] added from a remote command's
+/// stderr file, so the file holds exactly what the tool printed, and
+/// returns the CPU it reported (`None`: no complete report, e.g. the
+/// session was killed).
+pub fn take_cpu_report(stderr_path: &Path) -> Option<CpuTime> {
+    let text = std::fs::read(stderr_path).ok()?;
+    let (tool_stderr, cpu) = split_cpu_report(&text)?;
+    std::fs::write(stderr_path, tool_stderr).ok()?;
+    cpu
+}
+
+/// The stderr without the report and the CPU it gave; `None` when there is
+/// no report at all.
+fn split_cpu_report(stderr: &[u8]) -> Option<(Vec<u8>, Option<CpuTime>)> {
+    let marker = format!("\n{CPU_REPORT_MARKER}\n");
+    let at = stderr
+        .windows(marker.len())
+        .rposition(|w| w == marker.as_bytes())?;
+    let report = &stderr[at + marker.len()..];
+    // `times`: the shell's own user and system time, then its children's.
+    let mut lines = report.splitn(3, |&b| b == b'\n');
+    let (own, children, after) = (lines.next(), lines.next(), lines.next());
+    let parsed = match (
+        own.and_then(parse_times),
+        children.and_then(parse_times),
+        after,
+    ) {
+        (Some(_), Some(cpu), Some(after)) => Some((cpu, after)),
+        _ => None,
+    };
+    let mut kept = stderr[..at].to_vec();
+    match parsed {
+        Some((cpu, after)) => {
+            // Output of a straggler that wrote after the report stays.
+            kept.extend_from_slice(after);
+            Some((kept, Some(cpu)))
+        }
+        None => {
+            // Cut short (killed while reporting): what follows the marker
+            // goes too if it is the start of the report, not tool output.
+            if !report.iter().all(|b| b"0123456789ms. \n".contains(b)) {
+                kept.extend_from_slice(report);
+            }
+            Some((kept, None))
+        }
+    }
+}
+
+/// One line of `times`: `0m0.250000s 0m0.010000s` (dash, bash; busybox may
+/// put a space after `m`): user, then system.
+fn parse_times(line: &[u8]) -> Option<CpuTime> {
+    let line = std::str::from_utf8(line).ok()?.replace("m ", "m");
+    let mut fields = line.split_whitespace().map(|field| {
+        let (minutes, seconds) = field.strip_suffix('s')?.split_once('m')?;
+        let seconds = minutes.parse::<u64>().ok()? as f64 * 60.0 + seconds.parse::<f64>().ok()?;
+        Duration::try_from_secs_f64(seconds).ok()
+    });
+    let (user, system) = (fields.next()??, fields.next()??);
+    fields.next().is_none().then_some(CpuTime { user, system })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,10 +317,14 @@ mod tests {
         };
         let spec = CommandSpec::new(vec!["echo".into(), "a b".into()]).env("LC_ALL", "C");
         let wrapped = host.wrap(&spec, Some(Duration::from_secs(30)));
-        assert_eq!(
-            wrapped.argv.last().unwrap(),
-            "timeout -k 5 32 env LC_ALL=C echo 'a b'"
-        );
+        let remote = shell_words(&[
+            "sh".into(),
+            "-c".into(),
+            "exec 3>&2 2>/dev/null; ((exec timeout -k 5 32 env LC_ALL=C echo 'a b') 2>&3 3>&-; \
+             rc=$?; printf '\\n%s\\n' @@pipeline-remote-cpu@@ >&3; times >&3; exit $rc); exit $?"
+                .into(),
+        ]);
+        assert_eq!(wrapped.argv.last().unwrap(), &remote);
         let argv = wrapped.argv.join(" ");
         assert!(argv.starts_with("ssh -o BatchMode=yes"), "{argv}");
         assert!(argv.contains("StrictHostKeyChecking=yes"));
@@ -243,5 +333,150 @@ mod tests {
             "{argv}"
         );
         assert_eq!(Host::local().wrap(&spec, None).argv, spec.argv);
+    }
+
+    fn node1() -> Host {
+        Host {
+            name: "node1".into(),
+            address: Some("127.0.0.2".into()),
+            ..Host::local()
+        }
+    }
+
+    /// Runs what `wrap` sends to a host the way sshd does (`$SHELL -c LINE`),
+    /// here: returns the exit code, the stderr as the tool printed it, and
+    /// the CPU reported.
+    fn run_remote_line(
+        spec: &CommandSpec,
+        limit: Option<Duration>,
+    ) -> (i32, String, Option<CpuTime>) {
+        let line = node1().wrap(spec, limit).argv.last().unwrap().clone();
+        let out = std::process::Command::new("bash")
+            .args(["-c", &line])
+            .output()
+            .unwrap();
+        let (stderr, cpu) = split_cpu_report(&out.stderr).expect("a report");
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(stderr).unwrap(),
+            cpu,
+        )
+    }
+
+    fn sh(script: &str) -> CommandSpec {
+        CommandSpec::new(vec!["sh".into(), "-c".into(), script.into()])
+    }
+
+    #[test]
+    fn the_remote_shell_reports_cpu_and_keeps_stderr_and_exit_code() {
+        let busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; printf 'tool: no newline' >&2; exit 3";
+        let (code, stderr, cpu) = run_remote_line(&sh(busy), Some(Duration::from_secs(60)));
+        assert_eq!(code, 3);
+        assert_eq!(stderr, "tool: no newline");
+        assert!(cpu.unwrap().user > Duration::from_millis(50), "{cpu:?}");
+
+        let (code, stderr, cpu) = run_remote_line(&sh("echo a >&2; echo b >&2; sleep 0.2"), None);
+        assert_eq!((code, stderr.as_str()), (0, "a\nb\n"));
+        assert!(cpu.unwrap().total() < Duration::from_millis(100), "{cpu:?}");
+    }
+
+    #[test]
+    fn cpu_the_login_shell_used_before_is_not_counted() {
+        // As when .bashrc runs programs, then bash execs the command.
+        let line = node1()
+            .wrap(&sh("sleep 0.2"), None)
+            .argv
+            .last()
+            .unwrap()
+            .clone();
+        let session = format!(
+            "sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'; exec bash -c {}",
+            shell_quote(&line)
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &session])
+            .output()
+            .unwrap();
+        let (_, cpu) = split_cpu_report(&out.stderr).expect("a report");
+        assert!(cpu.unwrap().total() < Duration::from_millis(50), "{cpu:?}");
+    }
+
+    #[test]
+    fn odd_exits_keep_their_codes() {
+        // A tool killed by a signal: the shell's 128 + n.
+        let (code, stderr, cpu) = run_remote_line(&sh("kill -9 $$"), None);
+        assert_eq!((code, stderr.as_str()), (137, ""));
+        assert!(cpu.is_some());
+        // Not installed: the shell's 127, and its message stays.
+        let missing = CommandSpec::new(vec!["definitely-not-installed-tool".into()]);
+        let (code, stderr, _) = run_remote_line(&missing, None);
+        assert_eq!(code, 127);
+        assert!(
+            stderr.contains("definitely-not-installed-tool: not found"),
+            "{stderr}"
+        );
+        // A working folder that is not there: cd's status and message.
+        let mut in_missing_dir = sh("pwd");
+        in_missing_dir.cwd = Some("/nonexistent-dir".into());
+        let (code, stderr, cpu) = run_remote_line(&in_missing_dir, None);
+        assert_eq!(code, 2);
+        assert!(
+            stderr.contains("cd") && stderr.contains("/nonexistent-dir"),
+            "{stderr}"
+        );
+        assert!(cpu.is_some());
+        // Under `timeout`, too (it exits 127 itself).
+        let (code, _, cpu) = run_remote_line(&missing, Some(Duration::from_secs(5)));
+        assert_eq!(code, 127);
+        assert!(cpu.is_some());
+    }
+
+    #[test]
+    fn the_report_follows_a_remote_timeout() {
+        // The remote limit is the given one plus a 2 s grace: 3 s here.
+        let spec = sh("echo started >&2; while :; do :; done");
+        let (code, stderr, cpu) = run_remote_line(&spec, Some(Duration::from_millis(1)));
+        assert_eq!(code, 124, "timeout's status");
+        assert_eq!(stderr, "started\n");
+        assert!(cpu.unwrap().user > Duration::ZERO);
+    }
+
+    #[test]
+    fn missing_or_cut_reports_mean_unknown_cpu() {
+        assert_eq!(split_cpu_report(b"plain stderr\n"), None);
+        // Killed while reporting: the report's start goes, the CPU is unknown.
+        let cut = b"tool\n\n@@pipeline-remote-cpu@@\n0m0.01s 0m";
+        let (kept, cpu) = split_cpu_report(cut).unwrap();
+        assert_eq!((kept.as_slice(), cpu), (b"tool\n".as_slice(), None));
+        // A straggler's output after the report stays; only the last report counts.
+        let late = b"x\n@@pipeline-remote-cpu@@\n\n@@pipeline-remote-cpu@@\n0m0.000s 0m0.000s\n1m1.500s 0m0.250s\nlate\n";
+        let (kept, cpu) = split_cpu_report(late).unwrap();
+        assert_eq!(kept, b"x\n@@pipeline-remote-cpu@@\nlate\n");
+        assert_eq!(
+            cpu,
+            Some(CpuTime {
+                user: Duration::from_millis(61_500),
+                system: Duration::from_millis(250)
+            })
+        );
+        assert!(parse_times(b"0m 0.10s 0m 0.02s").is_some());
+        assert!(parse_times(b"garbage").is_none());
+    }
+
+    #[test]
+    fn take_cpu_report_rewrites_the_file() {
+        let path = std::env::temp_dir().join(format!("pipeline-cpu-report-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            b"warn\n\n@@pipeline-remote-cpu@@\n0m0.000s 0m0.000s\n0m0.500s 0m0.100s\n",
+        )
+        .unwrap();
+        let cpu = take_cpu_report(&path).unwrap();
+        assert_eq!(cpu.user, Duration::from_millis(500));
+        assert_eq!(std::fs::read(&path).unwrap(), b"warn\n");
+        // No report (a local command's file, or read twice): untouched.
+        assert_eq!(take_cpu_report(&path), None);
+        assert_eq!(std::fs::read(&path).unwrap(), b"warn\n");
+        let _ = std::fs::remove_file(path);
     }
 }

@@ -66,6 +66,8 @@ impl Exporter for MarkdownExporter {
             serde_json::to_string(&v).unwrap_or_default()
         });
         env.add_filter("fence", |s: String| s.replace("```", "'''"));
+        env.add_function("client_bound", client_bound);
+        env.add_filter("cpu", cpu);
         env.add_template("report.md", TEMPLATE)?;
         let tmpl = env.get_template("report.md")?;
         let failures: Vec<_> = results
@@ -157,4 +159,41 @@ fn cell(value: minijinja::Value) -> String {
         .replace('>', "&gt;")
         .replace("\r\n", "<br>")
         .replace('\n', "<br>")
+}
+
+/// The client-bound note for a stage's local command CPU, its duration and
+/// the machine's cores; empty when it does not apply or a figure is missing
+/// (results of older runners).
+fn client_bound(
+    local_cpu_s: minijinja::Value,
+    duration_s: minijinja::Value,
+    cpus: minijinja::Value,
+) -> String {
+    let (Ok(cpu), Ok(duration), Ok(cpus)) = (
+        f64::try_from(local_cpu_s),
+        f64::try_from(duration_s),
+        usize::try_from(cpus),
+    ) else {
+        return String::new();
+    };
+    super::client_bound_note(cpu, duration, cpus).unwrap_or_default()
+}
+
+/// `, CPU 1.2s user + 40ms sys` for a command whose CPU is known, else nothing.
+fn cpu(command: minijinja::Value) -> String {
+    let seconds = |key: &str| {
+        command
+            .get_attr(key)
+            .ok()
+            .and_then(|v| f64::try_from(v).ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+    };
+    match (seconds("cpu_user_s"), seconds("cpu_sys_s")) {
+        (Some(user), Some(sys)) => format!(
+            ", CPU {} user + {} sys",
+            format_duration(std::time::Duration::from_secs_f64(user)),
+            format_duration(std::time::Duration::from_secs_f64(sys))
+        ),
+        _ => String::new(),
+    }
 }

@@ -36,6 +36,27 @@ pub fn write_report(results: &RunResults, run_dir: &Path) -> Result<(), ReportEr
     std::fs::write(&path, text).map_err(|source| ReportError::Write { path, source })
 }
 
+/// Share of this machine's cores its commands must keep busy, over a
+/// stage's wall time, for the stage to count as client-bound.
+pub const CLIENT_BOUND_SHARE: f64 = 0.9;
+
+/// "client-bound: the benchmark client used 1.9 of this machine's 2 cores"
+/// when the commands a stage ran on this machine used at least 90% of its
+/// `cpus` cores over the stage's `duration_s`: its figures then say as much
+/// about the client as about the cluster.
+pub fn client_bound_note(local_cpu_s: f64, duration_s: f64, cpus: usize) -> Option<String> {
+    let usable = duration_s.is_finite() && duration_s > 0.0 && local_cpu_s.is_finite();
+    if !usable || cpus == 0 {
+        return None;
+    }
+    let cores_used = local_cpu_s / duration_s;
+    (cores_used >= CLIENT_BOUND_SHARE * cpus as f64).then(|| {
+        format!(
+            "client-bound: the benchmark client used {cores_used:.1} of this machine's {cpus} cores"
+        )
+    })
+}
+
 /// `value unit` for a person: byte units are scaled to KiB/MiB/GiB (the
 /// exact figure stays in results.json), everything else as is.
 pub fn format_value(value: f64, unit: &str) -> String {
@@ -94,7 +115,19 @@ pub fn format_number(v: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::format_number;
+    use super::{client_bound_note, format_number};
+
+    #[test]
+    fn client_bound_from_90_percent_of_the_cores() {
+        assert_eq!(
+            client_bound_note(19.0, 10.0, 2).as_deref(),
+            Some("client-bound: the benchmark client used 1.9 of this machine's 2 cores")
+        );
+        assert_eq!(client_bound_note(17.0, 10.0, 2), None);
+        assert!(client_bound_note(3.6, 1.0, 4).is_some());
+        assert_eq!(client_bound_note(1.0, 0.0, 2), None);
+        assert_eq!(client_bound_note(1.0, 1.0, 0), None);
+    }
 
     #[test]
     fn numbers() {
