@@ -264,8 +264,13 @@ fn get_prefills_verifies_and_leaves_nothing() {
 #[test]
 fn mixed_runs_every_operation_and_leaves_nothing() {
     let s = run_and_cross_check("tests/objgw/mixed.yaml", "mixed", "objgw-mixed");
+    let artifacts = s["artifacts"].to_string();
     for op in ["get", "put", "delete"] {
         assert!(metric(&s, "ops", op, "measure") > 0.0, "no {op} measured");
+        for series in ["ops_per_s", "bandwidth", "latency_p99"] {
+            let name = format!("{op}_{series}");
+            assert!(artifacts.contains(&name), "no series {name}: {artifacts}");
+        }
     }
 }
 
@@ -315,4 +320,64 @@ fn a_pre_existing_bucket_keeps_its_other_objects() {
     assert!(still_there, "the pre-existing bucket was deleted");
     assert_eq!(left, vec!["keep-me".to_string()]);
     assert!(metric(stage(&r, "put"), "ops", "put", "measure") > 0.0);
+}
+
+#[test]
+fn ctrl_c_stops_the_load_and_still_removes_the_bucket() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::temp_dir("objgw-interrupted");
+    let run_dir = dir.join("run");
+    let mut child = common::pipeline_command(&[
+        "run",
+        "tests/objgw/interrupted.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("start pipeline");
+    // Wait (bounded) until the load runs: its bucket exists.
+    let mut started = false;
+    for _ in 0..300 {
+        if bucket_names()
+            .iter()
+            .any(|b| b.contains("objgw-interrupted"))
+        {
+            started = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: sending a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let mut status = None;
+    for _ in 0..600 {
+        if let Some(s) = child.try_wait().expect("wait for pipeline") {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("the runner did not exit after SIGINT");
+    };
+    assert!(started, "the s3-bench bucket never appeared");
+    assert_eq!(status.code(), Some(130));
+    let leftovers: Vec<String> = bucket_names()
+        .into_iter()
+        .filter(|b| b.contains("objgw-interrupted"))
+        .collect();
+    assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let ledger = results["created"].as_array().unwrap();
+    assert!(
+        !ledger.is_empty() && ledger.iter().all(|r| r["removed"] == true),
+        "{ledger:#?}"
+    );
 }

@@ -222,8 +222,9 @@ impl Recorder {
         let mut out = Vec::new();
         for (op, per) in &mut self.per_second {
             per.flush();
+            // The op is in the name too: the engine files a series by its name.
             let mut make = |name: &str, unit: &str, direction, points: &Vec<[f64; 2]>| {
-                let mut s = Series::new(name, unit, direction);
+                let mut s = Series::new(format!("{}_{name}", op.as_str()), unit, direction);
                 s.labels.insert("op".into(), op.as_str().into());
                 s.points = points.clone();
                 out.push(s);
@@ -265,7 +266,7 @@ mod tests {
         let h = stored("latency", &put.latency_us).unwrap();
         assert_eq!(h.count, 3);
         let series = r.series();
-        let ops = series.iter().find(|s| s.name == "ops_per_s").unwrap();
+        let ops = series.iter().find(|s| s.name == "put_ops_per_s").unwrap();
         assert_eq!(ops.points, vec![[1.0, 2.0], [2.0, 1.0]]);
     }
 }
