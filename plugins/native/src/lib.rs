@@ -5,6 +5,7 @@ pub mod ceph;
 pub mod exec;
 pub mod fio;
 pub mod host;
+pub mod objgw;
 
 use pipeline_stage_api::registry::Registry;
 use pipeline_stage_api::typed::Typed;
@@ -23,5 +24,6 @@ pub fn registry() -> Registry {
     r.add_native(Typed(host::drop_caches::DropCaches));
     r.add_native(Typed(host::disk_baseline::DiskBaseline));
     r.add_native(Typed(host::iperf3::Iperf3));
+    r.add_native(Typed(objgw::s3_bench::S3Bench));
     r
 }

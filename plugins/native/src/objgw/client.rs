@@ -1,0 +1,454 @@
+//! A lean S3 client for load generation: plain-HTTP reqwest, path-style
+//! addressing, every request signed with SigV4 by the `aws-sigv4` crate.
+//!
+//! Lean because the client's CPU per request decides how much of a small
+//! machine is left for the gateway (see `docs/objgw-notes.md`): the payload
+//! is one shared buffer whose SHA-256 is computed once, GET bodies are
+//! compared with it chunk by chunk (verification at the cost of a memcmp),
+//! and nothing per request is kept.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
+    UriPathNormalizationMode, sign,
+};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+/// Why one request failed, by the kinds the report counts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OpError {
+    /// The gateway answered with an error status; `code` is the S3 error
+    /// code from the body (`NoSuchKey`, `SignatureDoesNotMatch`), if any.
+    #[error("HTTP {status}{}", code_suffix(.code))]
+    Status { status: u16, code: String },
+    #[error("timed out")]
+    Timeout,
+    #[error("connection reset")]
+    ConnectionReset,
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// A GET returned other bytes (or another length) than were PUT.
+    #[error("data mismatch: {0}")]
+    DataMismatch(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+fn code_suffix(code: &str) -> String {
+    if code.is_empty() {
+        String::new()
+    } else {
+        format!(" {code}")
+    }
+}
+
+impl OpError {
+    /// The error kind as the report counts it: `http-503`, `timeout`,
+    /// `connection-reset`, `connect`, `data-mismatch`, `other`.
+    pub fn kind(&self) -> String {
+        match self {
+            OpError::Status { status, .. } => format!("http-{status}"),
+            OpError::Timeout => "timeout".into(),
+            OpError::ConnectionReset => "connection-reset".into(),
+            OpError::Connect(_) => "connect".into(),
+            OpError::DataMismatch(_) => "data-mismatch".into(),
+            OpError::Other(_) => "other".into(),
+        }
+    }
+
+    /// The gateway refused the credentials (wrong key id, wrong secret).
+    pub fn is_credentials(&self) -> bool {
+        matches!(self, OpError::Status { status: 403, code }
+            if code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code.is_empty())
+    }
+
+    fn from_transport(e: &reqwest::Error) -> Self {
+        if e.is_timeout() {
+            return OpError::Timeout;
+        }
+        if e.is_connect() {
+            return OpError::Connect(error_chain(e));
+        }
+        let mut source: Option<&dyn std::error::Error> = Some(e);
+        while let Some(err) = source {
+            if let Some(io) = err.downcast_ref::<std::io::Error>()
+                && matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::BrokenPipe
+                )
+            {
+                return OpError::ConnectionReset;
+            }
+            source = err.source();
+        }
+        OpError::Other(error_chain(e))
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(err) = source {
+        text.push_str(": ");
+        text.push_str(&err.to_string());
+        source = err.source();
+    }
+    text
+}
+
+/// What the client needs to reach and sign for a gateway.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// `http://host:port`, no trailing slash.
+    pub url: String,
+    pub region: String,
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+/// The object body every PUT sends, with its SHA-256 computed once.
+pub struct Payload {
+    pub bytes: Bytes,
+    sha256_hex: String,
+}
+
+impl Payload {
+    /// `size` bytes of a fixed pseudo-random pattern (not compressible, not zeros).
+    pub fn new(size: usize) -> Self {
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut data = Vec::with_capacity(size);
+        while data.len() < size {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let take = (size - data.len()).min(8);
+            data.extend_from_slice(&state.to_le_bytes()[..take]);
+        }
+        let sha256_hex = hex(&Sha256::digest(&data));
+        Payload {
+            bytes: Bytes::from(data),
+            sha256_hex,
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/// A GET's figures: bytes received and the time to the response headers
+/// (the first byte of the answer).
+pub struct Got {
+    pub bytes: u64,
+    pub ttfb: Duration,
+}
+
+pub struct S3Client {
+    http: reqwest::Client,
+    endpoint: Endpoint,
+    identity: Identity,
+    unsigned_payload: bool,
+}
+
+impl S3Client {
+    pub fn new(
+        endpoint: Endpoint,
+        connections: usize,
+        timeout: Duration,
+        unsigned_payload: bool,
+    ) -> Result<Self, OpError> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(connections)
+            .tcp_nodelay(true)
+            .no_proxy()
+            .build()
+            .map_err(|e| OpError::Other(error_chain(&e)))?;
+        let identity = Credentials::new(
+            endpoint.access_key.clone(),
+            endpoint.secret_key.clone(),
+            None,
+            None,
+            "pipeline s3-bench",
+        )
+        .into();
+        Ok(S3Client {
+            http,
+            endpoint,
+            identity,
+            unsigned_payload,
+        })
+    }
+
+    fn url(&self, bucket: &str, key: Option<&str>, query: &str) -> String {
+        let mut url = format!("{}/{bucket}", self.endpoint.url);
+        if let Some(key) = key {
+            url.push('/');
+            url.push_str(&encode_key(key));
+        }
+        if !query.is_empty() {
+            url.push('?');
+            url.push_str(query);
+        }
+        url
+    }
+
+    fn signed(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        body_sha256: Option<&str>,
+    ) -> Result<reqwest::RequestBuilder, OpError> {
+        let mut settings = SigningSettings::default();
+        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        settings.percent_encoding_mode = PercentEncodingMode::Single;
+        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+        let params = v4::SigningParams::builder()
+            .identity(&self.identity)
+            .region(&self.endpoint.region)
+            .name("s3")
+            .time(SystemTime::now())
+            .settings(settings)
+            .build()
+            .map_err(|e| OpError::Other(format!("cannot sign: {e}")))?
+            .into();
+        let body = match body_sha256 {
+            Some(_) if self.unsigned_payload => SignableBody::UnsignedPayload,
+            Some(hash) => SignableBody::Precomputed(hash.to_string()),
+            None => SignableBody::Precomputed(EMPTY_SHA256.to_string()),
+        };
+        let signable = SignableRequest::new(method.as_str(), url, std::iter::empty(), body)
+            .map_err(|e| OpError::Other(format!("cannot sign: {e}")))?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| OpError::Other(format!("cannot sign: {e}")))?
+            .into_parts();
+        let mut request = self.http.request(method, url);
+        for (name, value) in instructions.headers() {
+            request = request.header(name, value);
+        }
+        Ok(request)
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, OpError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| OpError::from_transport(&e))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap_or_default();
+        Err(OpError::Status {
+            status,
+            code: xml_values(&body, "Code")
+                .into_iter()
+                .next()
+                .unwrap_or_default(),
+        })
+    }
+
+    pub async fn put_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        payload: &Payload,
+    ) -> Result<u64, OpError> {
+        let url = self.url(bucket, Some(key), "");
+        let request = self
+            .signed(reqwest::Method::PUT, &url, Some(&payload.sha256_hex))?
+            .body(payload.bytes.clone());
+        self.send(request).await?;
+        Ok(payload.bytes.len() as u64)
+    }
+
+    /// GETs `key` and checks the body is `expected`, byte for byte.
+    pub async fn get_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        expected: &[u8],
+        started: Instant,
+    ) -> Result<Got, OpError> {
+        let url = self.url(bucket, Some(key), "");
+        let mut response = self
+            .send(self.signed(reqwest::Method::GET, &url, None)?)
+            .await?;
+        let ttfb = started.elapsed();
+        let mut received = 0usize;
+        let mut mismatch = false;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| OpError::from_transport(&e))?
+        {
+            let end = received + chunk.len();
+            if end > expected.len() || expected[received..end] != chunk[..] {
+                mismatch = true;
+            }
+            received = end;
+        }
+        if mismatch || received != expected.len() {
+            return Err(OpError::DataMismatch(format!(
+                "{received} bytes came back for an object of {} bytes{}",
+                expected.len(),
+                if mismatch { ", content differs" } else { "" }
+            )));
+        }
+        Ok(Got {
+            bytes: received as u64,
+            ttfb,
+        })
+    }
+
+    pub async fn delete_object(&self, bucket: &str, key: &str) -> Result<(), OpError> {
+        let url = self.url(bucket, Some(key), "");
+        self.send(self.signed(reqwest::Method::DELETE, &url, None)?)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn create_bucket(&self, bucket: &str) -> Result<(), OpError> {
+        let url = self.url(bucket, None, "");
+        self.send(self.signed(reqwest::Method::PUT, &url, None)?)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_bucket(&self, bucket: &str) -> Result<(), OpError> {
+        let url = self.url(bucket, None, "");
+        self.send(self.signed(reqwest::Method::DELETE, &url, None)?)
+            .await?;
+        Ok(())
+    }
+
+    /// Every key under `prefix` (ListObjectsV2, page by page).
+    pub async fn list_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, OpError> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            // Query parameters in the canonical (sorted) order SigV4 wants.
+            let mut query = String::new();
+            if let Some(t) = &token {
+                query.push_str(&format!("continuation-token={}&", encode_query(t)));
+            }
+            query.push_str(&format!("list-type=2&prefix={}", encode_query(prefix)));
+            let url = self.url(bucket, None, &query);
+            let body = self
+                .send(self.signed(reqwest::Method::GET, &url, None)?)
+                .await?
+                .text()
+                .await
+                .map_err(|e| OpError::from_transport(&e))?;
+            keys.extend(
+                xml_values(&body, "Key")
+                    .into_iter()
+                    .map(|k| xml_unescape(&k)),
+            );
+            let truncated =
+                xml_values(&body, "IsTruncated").first().map(String::as_str) == Some("true");
+            token = xml_values(&body, "NextContinuationToken")
+                .into_iter()
+                .next();
+            if !truncated || token.is_none() {
+                return Ok(keys);
+            }
+        }
+    }
+}
+
+/// Percent-encodes a key for the path (keeps `/`, as S3 does).
+fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn encode_query(value: &str) -> String {
+    encode_key(value).replace('/', "%2F")
+}
+
+/// The texts of every `<tag>…</tag>` in an S3 XML answer (flat tags only).
+fn xml_values(xml: &str, tag: &str) -> Vec<String> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let mut values = Vec::new();
+    let mut rest = xml;
+    while let Some(start) = rest.find(&open) {
+        let after = &rest[start + open.len()..];
+        let Some(end) = after.find(&close) else { break };
+        values.push(after[..end].to_string());
+        rest = &after[end + close.len()..];
+    }
+    values
+}
+
+fn xml_unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_encoded_for_the_path_and_the_query() {
+        assert_eq!(encode_key("pl-x/00000001"), "pl-x/00000001");
+        assert_eq!(encode_key("a b+c"), "a%20b%2Bc");
+        assert_eq!(encode_query("pl-x/"), "pl-x%2F");
+    }
+
+    #[test]
+    fn xml_values_are_read_from_a_listing() {
+        let xml = "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>a&amp;b</Key></Contents>\
+                   <Contents><Key>c</Key></Contents><NextContinuationToken>t1</NextContinuationToken></ListBucketResult>";
+        assert_eq!(xml_values(xml, "Key"), vec!["a&amp;b", "c"]);
+        assert_eq!(xml_unescape("a&amp;b"), "a&b");
+        assert_eq!(xml_values(xml, "NextContinuationToken"), vec!["t1"]);
+    }
+
+    #[test]
+    fn error_kinds_name_what_happened() {
+        let refused = OpError::Status {
+            status: 403,
+            code: "SignatureDoesNotMatch".into(),
+        };
+        assert_eq!(refused.kind(), "http-403");
+        assert!(refused.is_credentials());
+        let denied = OpError::Status {
+            status: 403,
+            code: "AccessDenied".into(),
+        };
+        assert!(!denied.is_credentials());
+        assert_eq!(OpError::Timeout.kind(), "timeout");
+    }
+
+    #[test]
+    fn the_payload_hash_is_the_sha256_of_its_bytes() {
+        let p = Payload::new(4096);
+        assert_eq!(p.bytes.len(), 4096);
+        assert_eq!(p.sha256_hex, hex(&Sha256::digest(&p.bytes)));
+        assert_eq!(hex(&Sha256::digest(b"")), EMPTY_SHA256);
+        assert_ne!(p.bytes[0..8], p.bytes[8..16]);
+    }
+}

@@ -1,0 +1,49 @@
+//! Object gateway load: S3 (and later Swift) benchmark stages with their own
+//! lean request path, so that the client is not the bottleneck of the
+//! gateway it measures.
+
+pub mod client;
+pub mod recorder;
+pub mod s3_bench;
+
+/// Ledger kind of a bucket this run created (emptied and deleted by its cleanup).
+pub const S3_BUCKET: &str = "s3-bucket";
+/// Ledger kind of the objects this run wrote into a bucket it did not create:
+/// `BUCKET/PREFIX`; only keys under the prefix are removed.
+pub const S3_OBJECTS: &str = "s3-objects";
+
+/// A bucket name that carries the run id: lower case, `[a-z0-9-]`, at most
+/// 63 characters, the index kept at the end when it must be shortened.
+pub fn bucket_name(run_id: &str, instance: &str, index: u32) -> String {
+    let suffix = format!("-{index}");
+    let mut stem = String::from("pl-");
+    for c in format!("{run_id}-{instance}").chars() {
+        let c = c.to_ascii_lowercase();
+        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
+        if !(c == '-' && stem.ends_with('-')) {
+            stem.push(c);
+        }
+    }
+    stem.truncate(63 - suffix.len());
+    let stem = stem.trim_end_matches('-');
+    format!("{stem}{suffix}")
+}
+
+/// The key prefix of this stage instance's objects in this run.
+pub fn key_prefix(run_id: &str, instance: &str) -> String {
+    format!("pipeline-{run_id}-{instance}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_are_valid_and_carry_the_run_id() {
+        let b = bucket_name("20261130T221153Z-Full_Baseline", "s3.put", 3);
+        assert_eq!(b, "pl-20261130t221153z-full-baseline-s3-put-3");
+        let long = bucket_name(&"x".repeat(80), "stage", 12);
+        assert_eq!(long.len(), 63);
+        assert!(long.ends_with("-12"));
+    }
+}

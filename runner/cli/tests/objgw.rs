@@ -1,0 +1,383 @@
+//! `s3-bench` against a real gateway: the sandbox's radosgw
+//! (`eval "$(pipeline sandbox env)"` sets AWS_ENDPOINT_URL and the keys).
+//! Run under the cluster lock, which also keeps the gateway's perf counters
+//! free of other tests' traffic:
+//! `flock /tmp/pipeline-ceph.lock cargo test -p pipeline --test objgw`.
+//!
+//! What we claim is checked with tools that are not ours: `curl
+//! --aws-sigv4` lists buckets and keys, and the gateway's own perf counters
+//! (`ceph --admin-daemon …rgw….asok perf dump`) must have moved by exactly
+//! the operations and bytes the stage reports.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+/// One test at a time: the perf-counter deltas must be ours alone.
+static GATEWAY: Mutex<()> = Mutex::new(());
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: these tests need the sandbox gateway; \
+             `eval \"$(pipeline sandbox env)\"` first"
+        )
+    })
+}
+
+/// A request signed by curl (an independent SigV4 implementation): (HTTP status, body).
+fn curl(method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let user = format!(
+        "{}:{}",
+        env("AWS_ACCESS_KEY_ID"),
+        env("AWS_SECRET_ACCESS_KEY")
+    );
+    let sigv4 = format!("aws:amz:{}:s3", env("AWS_DEFAULT_REGION"));
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-s",
+        "-m",
+        "30",
+        "-X",
+        method,
+        "--aws-sigv4",
+        &sigv4,
+        "--user",
+        &user,
+    ])
+    .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"])
+    .args(["-w", "\n%{http_code}"]);
+    if let Some(b) = body {
+        cmd.args(["--data-binary", b]);
+    }
+    let out = cmd
+        .arg(format!("{}{path}", env("AWS_ENDPOINT_URL")))
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (status.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn xml_values(xml: &str, tag: &str) -> Vec<String> {
+    xml.split(&format!("<{tag}>"))
+        .skip(1)
+        .filter_map(|s| {
+            s.split_once(&format!("</{tag}>"))
+                .map(|(v, _)| v.to_string())
+        })
+        .collect()
+}
+
+fn bucket_names() -> Vec<String> {
+    let (status, body) = curl("GET", "/", None);
+    assert_eq!(status, 200, "{body}");
+    xml_values(&body, "Name")
+}
+
+fn keys(bucket: &str) -> Vec<String> {
+    let (status, body) = curl("GET", &format!("/{bucket}?list-type=2"), None);
+    assert_eq!(status, 200, "{body}");
+    xml_values(&body, "Key")
+}
+
+/// The gateway's own counters: (put, put_b, get, get_b).
+fn gateway_counters() -> [u64; 4] {
+    let asok = std::fs::read_dir("/tmp/pipeline-sandbox/run")
+        .expect("the sandbox run folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().contains("rgw") && p.extension().is_some_and(|e| e == "asok"))
+        .expect("the radosgw admin socket");
+    let out = Command::new("ceph")
+        .arg("--admin-daemon")
+        .arg(&asok)
+        .args(["perf", "dump"])
+        .output()
+        .expect("run ceph --admin-daemon");
+    let dump: Value = serde_json::from_slice(&out.stdout).expect("perf dump JSON");
+    let rgw = &dump["rgw"];
+    ["put", "put_b", "get", "get_b"].map(|k| {
+        rgw[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("rgw.{k} in {rgw}"))
+    })
+}
+
+/// Runs a pipeline; (exit code, results.json, run folder, stdout+stderr).
+fn run(
+    file: &str,
+    extra: &[&str],
+    env_overrides: &[(&str, &str)],
+) -> (Option<i32>, Value, PathBuf, String) {
+    let name = std::path::Path::new(file)
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let dir = common::temp_dir(&format!("objgw-{name}"));
+    let run_dir = dir.join("run");
+    let mut args = vec!["run", file, "--out", run_dir.to_str().unwrap()];
+    args.extend(extra);
+    let mut cmd = common::pipeline_command(&args);
+    for (k, v) in env_overrides {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run pipeline");
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir.join("results.json"))
+            .unwrap_or_else(|e| panic!("{file}: no results.json ({e})\n{output}")),
+    )
+    .unwrap();
+    (out.status.code(), results, run_dir, output)
+}
+
+fn stage<'a>(results: &'a Value, id: &str) -> &'a Value {
+    results["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("no stage {id} in {results:#}"))
+}
+
+/// The sum of metric `name` over the rows whose `op` label is `op` (all phases).
+fn total(stage: &Value, name: &str, op: &str) -> u64 {
+    stage["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"] == name && m["labels"]["op"] == op)
+        .map(|m| m["value"].as_f64().unwrap() as u64)
+        .sum()
+}
+
+fn metric(stage: &Value, name: &str, op: &str, phase: &str) -> f64 {
+    stage["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name && m["labels"]["op"] == op && m["labels"]["phase"] == phase)
+        .and_then(|m| m["value"].as_f64())
+        .unwrap_or_else(|| panic!("no metric {name}{{op={op},phase={phase}}} in {stage:#}"))
+}
+
+/// No file of the run holds the secret key.
+fn assert_secret_absent(run_dir: &std::path::Path) {
+    let secret = env("AWS_SECRET_ACCESS_KEY");
+    let mut stack = vec![run_dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+                assert!(
+                    !text.contains(&secret),
+                    "the secret key is in {}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// Runs `file`, checks it succeeded, left no bucket named after it, and
+/// that the gateway counted exactly the PUTs, GETs and bytes reported.
+fn run_and_cross_check(file: &str, id: &str, plan_name: &str) -> Value {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let before = gateway_counters();
+    let (code, r, run_dir, output) = run(file, &[], &[]);
+    let after = gateway_counters();
+    assert_eq!(code, Some(0), "{output}\n{r:#}");
+    let s = stage(&r, id).clone();
+    let moved: Vec<u64> = before.iter().zip(after).map(|(b, a)| a - b).collect();
+    let gets = total(&s, "ops", "get");
+    // radosgw 16.2 adds the object's last byte offset minus its first (an
+    // inclusive range, so size - 1) to `get_b` for every GET: measured here,
+    // 400 GETs of 64 KiB moved get_b by 400 x 65535, 774 GETs of 8 KiB by
+    // 774 x 8191. Our byte count is the bodies received, which the stage
+    // also compares byte for byte with what was PUT.
+    let ours = [
+        total(&s, "ops", "put"),
+        total(&s, "bytes", "put"),
+        gets,
+        total(&s, "bytes", "get") - gets,
+    ];
+    assert_eq!(
+        moved, ours,
+        "gateway (put, put_b, get, get_b) moved by {moved:?}, we report {ours:?}"
+    );
+    let leftovers: Vec<String> = bucket_names()
+        .into_iter()
+        .filter(|b| b.contains(plan_name))
+        .collect();
+    assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
+    let ledger = r["created"].as_array().unwrap();
+    assert!(!ledger.is_empty(), "the buckets are in the ledger: {r:#}");
+    assert!(
+        ledger.iter().all(|res| res["removed"] == true),
+        "{ledger:#?}"
+    );
+    assert_secret_absent(&run_dir);
+    s
+}
+
+#[test]
+fn put_runs_counts_what_the_gateway_counts_and_leaves_nothing() {
+    let s = run_and_cross_check("tests/objgw/put.yaml", "put", "objgw-put");
+    assert_eq!(metric(&s, "ops", "put", "measure"), 300.0);
+    assert!(metric(&s, "ops_per_s", "put", "measure") > 0.0);
+    assert!(
+        metric(&s, "latency_p99", "put", "measure") >= metric(&s, "latency_p50", "put", "measure")
+    );
+    let histograms = s["histograms"]
+        .as_array()
+        .expect("histograms in results.json");
+    assert!(
+        histograms
+            .iter()
+            .any(|h| h["name"] == "latency" && h["count"] == 300)
+    );
+}
+
+#[test]
+fn get_prefills_verifies_and_leaves_nothing() {
+    let s = run_and_cross_check("tests/objgw/get.yaml", "get", "objgw-get");
+    assert_eq!(metric(&s, "ops", "put", "prefill"), 40.0);
+    assert_eq!(metric(&s, "ops", "get", "measure"), 400.0);
+    assert_eq!(metric(&s, "bytes", "get", "measure"), 400.0 * 65536.0);
+    assert!(
+        metric(&s, "ttfb_p50", "get", "measure") <= metric(&s, "latency_p50", "get", "measure")
+    );
+}
+
+#[test]
+fn mixed_runs_every_operation_and_leaves_nothing() {
+    let s = run_and_cross_check("tests/objgw/mixed.yaml", "mixed", "objgw-mixed");
+    let artifacts = s["artifacts"].to_string();
+    for op in ["get", "put", "delete"] {
+        assert!(metric(&s, "ops", op, "measure") > 0.0, "no {op} measured");
+        for series in ["ops_per_s", "bandwidth", "latency_p99"] {
+            let name = format!("{op}_{series}");
+            assert!(artifacts.contains(&name), "no series {name}: {artifacts}");
+        }
+    }
+}
+
+#[test]
+fn wrong_credentials_fail_at_once_with_one_clear_message() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let wrong = "not-the-secret-key-of-this-gateway";
+    let (code, r, run_dir, output) = run(
+        "tests/objgw/put.yaml",
+        &[],
+        &[("AWS_SECRET_ACCESS_KEY", wrong)],
+    );
+    assert_ne!(code, Some(0), "{output}");
+    let error = stage(&r, "put")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("refused the credentials"),
+        "{error}\n{output}"
+    );
+    assert!(error.contains("SignatureDoesNotMatch"), "{error}");
+    assert!(
+        !output.contains(wrong)
+            && !std::fs::read_to_string(run_dir.join("results.json"))
+                .unwrap()
+                .contains(wrong)
+    );
+    assert!(bucket_names().iter().all(|b| !b.contains("objgw-put")));
+}
+
+#[test]
+fn a_pre_existing_bucket_keeps_its_other_objects() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let bucket = format!("pipeline-test-s3-existing-{}", std::process::id());
+    let (status, body) = curl("PUT", &format!("/{bucket}"), None);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = curl("PUT", &format!("/{bucket}/keep-me"), Some("not ours"));
+    assert_eq!(status, 200, "{body}");
+    let set = format!("bucket={bucket}");
+    let (code, r, _, output) = run("tests/objgw/existing-bucket.yaml", &["--set", &set], &[]);
+    let left = keys(&bucket);
+    let still_there = bucket_names().contains(&bucket);
+    curl("DELETE", &format!("/{bucket}/keep-me"), None);
+    curl("DELETE", &format!("/{bucket}"), None);
+    assert_eq!(code, Some(0), "{output}\n{r:#}");
+    assert!(still_there, "the pre-existing bucket was deleted");
+    assert_eq!(left, vec!["keep-me".to_string()]);
+    assert!(metric(stage(&r, "put"), "ops", "put", "measure") > 0.0);
+}
+
+#[test]
+fn ctrl_c_stops_the_load_and_still_removes_the_bucket() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::temp_dir("objgw-interrupted");
+    let run_dir = dir.join("run");
+    let mut child = common::pipeline_command(&[
+        "run",
+        "tests/objgw/interrupted.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("start pipeline");
+    // Wait (bounded) until the load runs: its bucket exists.
+    let mut started = false;
+    for _ in 0..300 {
+        if bucket_names()
+            .iter()
+            .any(|b| b.contains("objgw-interrupted"))
+        {
+            started = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: sending a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let mut status = None;
+    for _ in 0..600 {
+        if let Some(s) = child.try_wait().expect("wait for pipeline") {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("the runner did not exit after SIGINT");
+    };
+    assert!(started, "the s3-bench bucket never appeared");
+    assert_eq!(status.code(), Some(130));
+    let leftovers: Vec<String> = bucket_names()
+        .into_iter()
+        .filter(|b| b.contains("objgw-interrupted"))
+        .collect();
+    assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let ledger = results["created"].as_array().unwrap();
+    assert!(
+        !ledger.is_empty() && ledger.iter().all(|r| r["removed"] == true),
+        "{ledger:#?}"
+    );
+}
