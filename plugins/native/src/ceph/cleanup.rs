@@ -3,7 +3,8 @@
 //! removal is attempted, each under its own command timeout, even when an
 //! earlier one failed or timed out; each outcome is a note, and the stage
 //! fails naming every removal that did not happen (a pool the cluster forbids
-//! deleting, EPERM, is reported with what is left inside it).
+//! deleting, EPERM, is reported with what is left inside it). This run's pools
+//! go first; what a pool that is left still holds is then removed one by one.
 //!
 //! Benchmark objects are removed by listing the pool and deleting exactly the
 //! names `PREFIX_objectN` of the prefixes this run's writes recorded, never
@@ -100,13 +101,24 @@ impl TypedStage for CephCleanup {
 
     fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let mut outcomes = Outcomes::default();
+        // This run's pools first: deleting one removes what is inside at
+        // once (a killed write can leave 10^4 objects). What a pool that
+        // could not be deleted still holds is then removed one by one.
+        let mut kept_pools = Vec::new();
+        if !config.keep_pools {
+            for pool in ctx.created(POOL) {
+                if let Err(failure) = delete_pool(ctx, &pool.name, &mut outcomes)? {
+                    kept_pools.push((pool.name, failure));
+                }
+            }
+        }
         remove_bench_objects(ctx, &mut outcomes)?;
         remove_bench_metadata(ctx, &mut outcomes)?;
         remove_images(ctx, &mut outcomes)?;
+        for (pool, failure) in kept_pools {
+            report_kept_pool(ctx, &pool, &failure, &mut outcomes);
+        }
         if !config.keep_pools {
-            for pool in ctx.created(POOL) {
-                delete_pool(ctx, &pool.name, &mut outcomes)?;
-            }
             remove_ec_profiles(ctx, &mut outcomes)?;
         }
         outcomes.into_result()
@@ -114,31 +126,18 @@ impl TypedStage for CephCleanup {
 }
 
 /// What happened to each removal: notes for the report, failures for the
-/// error. A failure inside a pool (objects, an image) that the pool's later
-/// deletion made moot becomes a note.
+/// error (removals inside a pool first, then the pool's own).
 #[derive(Default)]
 struct Outcomes {
     notes: Vec<String>,
     failures: Vec<String>,
-    /// (pool, failure) for removals inside a pool this run may still delete.
+    /// (pool, failure) for removals inside a pool.
     in_pool: Vec<(String, String)>,
 }
 
 impl Outcomes {
     fn failed_in(&mut self, pool: &str, failure: String) {
         self.in_pool.push((pool.to_string(), failure));
-    }
-
-    /// The pool was deleted: what could not be removed inside it went with it.
-    fn pool_deleted(&mut self, pool: &str) {
-        let (moot, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_pool)
-            .into_iter()
-            .partition(|(p, _)| p == pool);
-        self.in_pool = kept;
-        for (_, failure) in moot {
-            self.notes
-                .push(format!("{failure} (then deleted with pool `{pool}`)"));
-        }
     }
 
     fn into_result(mut self) -> Result<StageOutput, StageError> {
@@ -313,11 +312,12 @@ fn remove_images(ctx: &mut StageContext, outcomes: &mut Outcomes) -> Result<(), 
     Ok(())
 }
 
+/// Deletes one of this run's pools; `Ok(Err(why))` when it is left.
 fn delete_pool(
     ctx: &mut StageContext,
     pool: &str,
     outcomes: &mut Outcomes,
-) -> Result<(), StageError> {
+) -> Result<Result<(), String>, StageError> {
     let args = [
         "osd",
         "pool",
@@ -338,29 +338,32 @@ fn delete_pool(
                 }
             }
             outcomes.notes.push(format!("deleted pool `{pool}`"));
-            outcomes.pool_deleted(pool);
+            Ok(Ok(()))
         }
-        Err(e) => {
-            let left = leftovers_in(ctx, pool);
-            let left = if left.is_empty() {
-                String::new()
-            } else {
-                format!("; still in it from this run: {}", left.join(", "))
-            };
-            if e.contains("EPERM") || e.contains("pool deletion is disabled") {
-                outcomes.failures.push(format!(
-                    "pool `{pool}` was left in place: the cluster forbids pool deletion (mon_allow_pool_delete is false){left}. \
-                     Delete it yourself with `ceph tell mon.\\* injectargs --mon-allow-pool-delete=true` then \
-                     `ceph osd pool delete {pool} {pool} --yes-i-really-really-mean-it`"
-                ));
-            } else {
-                outcomes
-                    .failures
-                    .push(format!("deleting pool `{pool}` failed: {e}{left}"));
-            }
-        }
+        Err(e) => Ok(Err(e)),
     }
-    Ok(())
+}
+
+/// A pool of this run that is left: why, and what of this run is still in
+/// it after the removals inside it were tried.
+fn report_kept_pool(ctx: &StageContext, pool: &str, failure: &str, outcomes: &mut Outcomes) {
+    let left = leftovers_in(ctx, pool);
+    let left = if left.is_empty() {
+        String::new()
+    } else {
+        format!("; still in it from this run: {}", left.join(", "))
+    };
+    if failure.contains("EPERM") || failure.contains("pool deletion is disabled") {
+        outcomes.failures.push(format!(
+            "pool `{pool}` was left in place: the cluster forbids pool deletion (mon_allow_pool_delete is false){left}. \
+             Delete it yourself with `ceph tell mon.\\* injectargs --mon-allow-pool-delete=true` then \
+             `ceph osd pool delete {pool} {pool} --yes-i-really-really-mean-it`"
+        ));
+    } else {
+        outcomes
+            .failures
+            .push(format!("deleting pool `{pool}` failed: {failure}{left}"));
+    }
 }
 
 /// What this run created inside `pool` and did not remove.
