@@ -460,3 +460,218 @@ fn ceph_health_gates_on_the_configured_health() {
         "HEALTH_WARN"
     );
 }
+
+fn set_pool_delete(allowed: bool) {
+    let value = if allowed { "true" } else { "false" };
+    let (ok, text) = ceph(
+        "ceph",
+        &[
+            "tell",
+            "mon.a",
+            "config",
+            "set",
+            "mon_allow_pool_delete",
+            value,
+        ],
+    );
+    assert!(ok, "{text}");
+}
+
+/// Allows pool deletion again even when the test fails halfway.
+struct PoolDeleteAllowed;
+
+impl Drop for PoolDeleteAllowed {
+    fn drop(&mut self) {
+        set_pool_delete(true);
+    }
+}
+
+/// One removal failing (an image with a snapshot) and the pool deletion
+/// refused (EPERM) do not stop the others: the objects go, every pool and EC
+/// profile is still tried, and the error names each failure and what is left.
+#[test]
+fn cleanup_attempts_every_removal_and_reports_each_failure() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let (pool, ec_pool) = ("pipeline-test-continue", "pipeline-test-continue-ec");
+    set_pool_delete(false);
+    let allow_again = PoolDeleteAllowed;
+    let (code, r, _) = run("tests/ceph/cleanup-continues.yaml", &[]);
+    drop(allow_again);
+    let (_, objects) = ceph("rados", &["-p", pool, "ls"]);
+    let (_, images) = ceph("rbd", &["ls", pool]);
+    delete_pool(pool);
+    delete_pool(ec_pool);
+    ceph(
+        "ceph",
+        &[
+            "osd",
+            "erasure-code-profile",
+            "rm",
+            "pipeline-test-continue-ec-profile",
+        ],
+    );
+
+    assert_eq!(code, Some(1), "{r:#}");
+    assert_eq!(stage(&r, "pin-image")["status"], "succeeded", "{r:#}");
+    let cleanup = stage(&r, "cleanup");
+    assert_eq!(cleanup["status"], "failed");
+    let error = cleanup["error"].as_str().unwrap();
+    for expected in [
+        "`rbd rm --no-progress pipeline-test-continue/",
+        "pool `pipeline-test-continue` was left in place",
+        "pool `pipeline-test-continue-ec` was left in place",
+        "still in it from this run: rbd-image pipeline-test-continue/",
+        "EC profile `pipeline-test-continue-ec-profile` was left: its pool is still there",
+        " objects benchmark_data_",
+    ] {
+        assert!(error.contains(expected), "no {expected:?} in: {error}");
+    }
+    // The objects went although a later removal failed; the image stayed.
+    assert!(
+        !objects.contains("benchmark_data"),
+        "objects left: {objects}"
+    );
+    assert!(!images.trim().is_empty());
+    let created = r["created"].as_array().unwrap();
+    assert!(
+        created
+            .iter()
+            .any(|c| c["kind"] == "rados-bench-objects" && c["removed"] == true),
+        "{created:#?}"
+    );
+}
+
+/// Object names in a pool.
+fn objects(pool: &str) -> Vec<String> {
+    let (ok, text) = ceph("rados", &["-p", pool, "ls"]);
+    assert!(ok, "{text}");
+    let mut names: Vec<String> = text.lines().map(str::to_string).collect();
+    names.sort();
+    names
+}
+
+/// The object prefix (`benchmark_data_HOST_PID`) a run's write recorded.
+fn written_prefix(results: &Value) -> String {
+    let entry = results["created"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "rados-bench-objects")
+        .unwrap_or_else(|| panic!("no rados-bench-objects in {results:#}"));
+    let name = entry["name"].as_str().unwrap();
+    name.split_once('/').unwrap().1.to_string()
+}
+
+fn written_by(names: &[String], prefix: &str) -> Vec<String> {
+    names
+        .iter()
+        .filter(|n| n.starts_with(&format!("{prefix}_object")))
+        .cloned()
+        .collect()
+}
+
+/// Three runs write into one reused pool from this host. Run X writes and
+/// then waits; Y writes and cleans up while X's objects are there; Z writes
+/// and keeps its objects; X's metadata object is removed (as when a write is
+/// killed before rados stores it: `rados cleanup --run-name` would then
+/// delete every `benchmark_data_HOST*` object); then X cleans up. Each
+/// cleanup removes its own run's objects and no other run's.
+#[test]
+fn runs_sharing_a_pool_remove_only_their_own_objects() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = "pipeline-test-shared";
+    delete_pool(pool);
+    assert!(
+        ceph(
+            "ceph",
+            &[
+                "osd",
+                "pool",
+                "create",
+                pool,
+                "8",
+                "8",
+                "replicated",
+                "--size",
+                "1"
+            ]
+        )
+        .0
+    );
+    ceph(
+        "ceph",
+        &["osd", "pool", "application", "enable", pool, "rados"],
+    );
+    let dir = common::temp_dir("ceph-shared-pool");
+    let gate = dir.join("release-x");
+    let pipeline = |name: &str, extra_stage: &str, cleanup: bool| {
+        let file = dir.join(format!("{name}.yaml"));
+        let mut text = format!(
+            "name: shared-{name}\nenv: [CEPH_CONF]\ncluster:\n  conf: \"{{{{ env.CEPH_CONF }}}}\"\n  command_timeout: 60s\nstages:\n  - id: pool\n    uses: ceph-pool\n    with: {{name: {pool}, size: 1, pg_num: 8, reuse_existing: true}}\n  - id: write\n    uses: rados-bench\n    with: {{pool: {pool}, mode: write, seconds: 1, block_size: 4K, max_objects: 8, run_name: {pool}-{name}}}\n{extra_stage}"
+        );
+        if cleanup {
+            text.push_str("cleanup:\n  - id: cleanup\n    uses: ceph-cleanup\n");
+        }
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let wait = format!(
+        "  - id: wait\n    uses: exec\n    with: {{shell: \"while [ ! -e {} ]; do sleep 0.2; done\", timeout: 600s}}\n",
+        gate.display()
+    );
+    let x = pipeline("x", &wait, true);
+    let y = pipeline("y", "", true);
+    let z = pipeline("z", "", false);
+    let x_dir = dir.join("x-run");
+    let mut x_run =
+        common::pipeline_command(&["run", x.to_str().unwrap(), "--out", x_dir.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    // X has written once its metadata object is there (rados stores it last).
+    let x_metadata = format!("{pool}-x");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while !objects(pool).contains(&x_metadata) {
+        assert!(std::time::Instant::now() < deadline, "run X never wrote");
+        assert!(x_run.try_wait().unwrap().is_none(), "run X ended early");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let with_x = objects(pool);
+
+    let (code, y_results, _) = run(y.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{y_results:#}");
+    let after_y = objects(pool);
+    let y_prefix = written_prefix(&y_results);
+    assert!(written_by(&after_y, &y_prefix).is_empty(), "{after_y:?}");
+    assert!(!after_y.contains(&format!("{pool}-y")), "{after_y:?}");
+    assert_eq!(
+        after_y, with_x,
+        "Y's cleanup touched objects it did not write"
+    );
+
+    let (code, z_results, _) = run(z.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{z_results:#}");
+    let z_objects = written_by(&objects(pool), &written_prefix(&z_results));
+    assert!(!z_objects.is_empty());
+
+    ceph("rados", &["-p", pool, "rm", &x_metadata]);
+    std::fs::write(&gate, "").unwrap();
+    let x_code = x_run.wait().unwrap().code();
+    let x_results: Value =
+        serde_json::from_str(&std::fs::read_to_string(x_dir.join("results.json")).unwrap())
+            .unwrap();
+    let after_x = objects(pool);
+    delete_pool(pool);
+
+    assert_eq!(x_code, Some(0), "{x_results:#}");
+    let x_prefix = written_prefix(&x_results);
+    assert!(!written_by(&with_x, &x_prefix).is_empty());
+    assert!(written_by(&after_x, &x_prefix).is_empty(), "{after_x:?}");
+    assert_eq!(
+        written_by(&after_x, &written_prefix(&z_results)),
+        z_objects,
+        "X's cleanup removed Z's objects"
+    );
+    assert!(after_x.contains(&format!("{pool}-z")), "{after_x:?}");
+}

@@ -4,8 +4,13 @@
 //!
 //! Writes always use `--no-cleanup` (cleanup messages would land inside the
 //! JSON output; and seq/rand need the objects) and a `--run-name` unique to
-//! this run, so reads find exactly this run's objects and `ceph-cleanup`
-//! removes exactly them.
+//! this run, so reads find exactly this run's objects. A write runs as
+//! `sh -c 'echo PID HOST; exec rados …'`: rados names its objects
+//! `benchmark_data_HOST_PID_objectN`, so the ledger gets exactly that prefix
+//! (even when the write is killed before rados stores its metadata) and
+//! `ceph-cleanup` removes exactly those objects. `rados cleanup --run-name`
+//! would instead, without the metadata object, delete every
+//! `benchmark_data_HOST*` object in the pool: other runs' too.
 
 use std::time::Duration;
 
@@ -18,7 +23,7 @@ use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{BENCH_OBJECTS, bench_run_name};
+use super::{BENCH_METADATA, BENCH_OBJECTS, bench_run_name};
 
 /// `with:` of a `rados-bench` stage.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -122,6 +127,48 @@ fn argv(config: &Config, ceph: &CephConnection, run_name: &str) -> Vec<String> {
     ceph.argv("rados", &refs)
 }
 
+/// The first line a write prints (on stderr, before rados starts).
+const PID_LINE: &str = "pipeline: rados bench pid";
+
+/// `sh -c 'echo "… pid $$ host HOST" >&2; exec "$@"' sh ARGV`: `exec` keeps
+/// the shell's pid, so the pid printed is the one rados puts in its object names.
+fn announcing_pid(argv: Vec<String>) -> Vec<String> {
+    let mut wrapped = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        format!("echo \"{PID_LINE} $$ host $(uname -n)\" >&2; exec \"$@\""),
+        "sh".to_string(),
+    ];
+    wrapped.extend(argv);
+    wrapped
+}
+
+/// `benchmark_data_HOST_PID` from the pid line: rados' own object prefix
+/// (`gethostname` into 29 bytes, then `_PID`).
+pub(crate) fn object_prefix(stderr: &str) -> Option<String> {
+    let line = stderr.lines().find_map(|l| l.strip_prefix(PID_LINE))?;
+    let (pid, host) = line.trim().split_once(" host ")?;
+    let pid: u32 = pid.trim().parse().ok()?;
+    let host: String = host.trim().chars().take(29).collect();
+    (!host.is_empty()).then(|| format!("benchmark_data_{host}_{pid}"))
+}
+
+/// The stderr a killed command left in the work folder (`NN-LABEL.stderr`,
+/// `NN-HOST-LABEL.stderr` on another host; the last one).
+fn last_stderr(work_dir: &std::path::Path, label: &str) -> Option<String> {
+    let suffix = format!("-{label}.stderr");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(work_dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(&suffix))
+        })
+        .collect();
+    files.sort();
+    std::fs::read_to_string(files.last()?).ok()
+}
+
 fn run_name(config: &Config, run_id: &str) -> String {
     config
         .run_name
@@ -181,7 +228,7 @@ impl TypedStage for RadosBench {
         )];
         if config.mode == Mode::Write {
             actions.push(Action::note(
-                "objects are left for reads; ceph-cleanup removes them (rados cleanup --run-name)",
+                "runs as `sh -c 'echo PID HOST; exec rados …'` to learn its object prefix; objects are left for reads; ceph-cleanup removes exactly those with that prefix",
             ));
         }
         actions
@@ -195,12 +242,30 @@ impl TypedStage for RadosBench {
             Duration::from_secs(u64::from(config.seconds) * 2 + 60),
             |t| t.0,
         );
-        if config.mode == Mode::Write {
-            // Recorded before the write: a write killed halfway still leaves objects.
-            ctx.record_created(BENCH_OBJECTS, &format!("{pool}/{run_name}"));
+        let label = format!("rados-bench-{mode}");
+        let rados = argv(config, &ctx.ceph, &run_name);
+        let spec = if config.mode == Mode::Write {
+            CommandSpec::new(announcing_pid(rados))
+        } else {
+            CommandSpec::new(rados)
         }
-        let spec = CommandSpec::new(argv(config, &ctx.ceph, &run_name)).timeout(timeout);
-        let out = ctx.run(&format!("rados-bench-{mode}"), &spec)?;
+        .timeout(timeout);
+        let out = if config.mode == Mode::Write {
+            // Recorded before the write: rados may store it at any point.
+            ctx.record_created(BENCH_METADATA, &format!("{pool}/{run_name}"));
+            let result = ctx.run(&label, &spec);
+            // Also after a timeout or Ctrl-C: a write killed halfway leaves objects.
+            let stderr = match &result {
+                Ok(out) => Some(out.stderr.clone()),
+                Err(_) => last_stderr(&ctx.work_dir, &label),
+            };
+            if let Some(prefix) = stderr.as_deref().and_then(object_prefix) {
+                ctx.record_created(BENCH_OBJECTS, &format!("{pool}/{prefix}"));
+            }
+            result?
+        } else {
+            ctx.run(&label, &spec)?
+        };
         if !out.success() {
             return Err(StageError::CommandFailed {
                 command: spec.display(),
@@ -215,5 +280,29 @@ impl TypedStage for RadosBench {
             series: measurement.series,
             ..Default::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::object_prefix;
+
+    #[test]
+    fn object_prefix_is_rados_own() {
+        // rados bench on the sandbox host `vm` (pid 12940) named its objects
+        // `benchmark_data_vm_12940_object0`, `..._object1`, ...
+        let stderr = "pipeline: rados bench pid 12940 host vm\nhints = 1\n";
+        assert_eq!(
+            object_prefix(stderr).as_deref(),
+            Some("benchmark_data_vm_12940")
+        );
+        // gethostname() into a 30-byte buffer: at most 29 characters.
+        let long = "pipeline: rados bench pid 7 host client-0123456789-0123456789-0123456789\n";
+        assert_eq!(
+            object_prefix(long).as_deref(),
+            Some("benchmark_data_client-0123456789-0123456789-_7")
+        );
+        assert_eq!(object_prefix("hints = 1\n"), None);
+        assert_eq!(object_prefix("pipeline: rados bench pid x host vm\n"), None);
     }
 }
