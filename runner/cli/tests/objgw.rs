@@ -87,7 +87,12 @@ fn keys(bucket: &str) -> Vec<String> {
 
 /// The gateway's own counters: (put, put_b, get, get_b).
 fn gateway_counters() -> [u64; 4] {
-    let asok = std::fs::read_dir("/tmp/pipeline-sandbox/run")
+    // The sandbox the tests run against (scripts/test.sh sets PIPELINE_SANDBOX_DIR).
+    let sandbox = std::env::var("PIPELINE_SANDBOX_DIR")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "/tmp/pipeline-sandbox".into());
+    let asok = std::fs::read_dir(std::path::Path::new(&sandbox).join("run"))
         .expect("the sandbox run folder")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.to_string_lossy().contains("rgw") && p.extension().is_some_and(|e| e == "asok"))

@@ -885,6 +885,34 @@ fn fail_on_errors(
     )))
 }
 
+/// Deletes every key under `prefix` in `bucket` (a missing key is fine).
+async fn empty_bucket(
+    client: &S3Client,
+    bucket: &str,
+    prefix: &str,
+    config: &Config,
+    problems: &mut Vec<String>,
+) {
+    let keys = match client.list_keys(bucket, prefix).await {
+        Ok(keys) => keys,
+        Err(e) => {
+            problems.push(format!("listing bucket `{bucket}` to empty it failed: {e}"));
+            return;
+        }
+    };
+    let width = (config.concurrency as usize).max(1);
+    for chunk in keys.chunks(width) {
+        let deletes = chunk.iter().map(|key| client.delete_object(bucket, key));
+        for (key, result) in chunk.iter().zip(join_all(deletes).await) {
+            if let Err(e) = result
+                && !matches!(e, OpError::Status { status: 404, .. })
+            {
+                problems.push(format!("deleting `{bucket}/{key}` failed: {e}"));
+            }
+        }
+    }
+}
+
 /// Removes what this stage wrote: every key under its prefix, then the
 /// buckets it created. Runs after success, failure and cancellation alike;
 /// each request is bounded by the request timeout.
@@ -896,34 +924,34 @@ async fn remove_written(
     let client = &target.client;
     let mut problems = Vec::new();
     for bucket in &target.buckets {
-        let keys = match client.list_keys(bucket, &target.prefix).await {
-            Ok(keys) => keys,
-            Err(e) => {
-                problems.push(format!("listing bucket `{bucket}` to empty it failed: {e}"));
-                continue;
+        // A PUT aborted on our side after it was sent can still land on the
+        // gateway a moment later (after Ctrl-C or a deadline): a bucket that
+        // is "not empty" once emptied is listed and emptied again, a bounded
+        // number of times.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let before = problems.len();
+            empty_bucket(client, bucket, &target.prefix, config, &mut problems).await;
+            if config.bucket.is_some() {
+                if problems.len() == before {
+                    ctx.mark_removed(S3_OBJECTS, &format!("{bucket}/{}", target.prefix));
+                }
+                break;
             }
-        };
-        let width = (config.concurrency as usize).max(1);
-        let before = problems.len();
-        for chunk in keys.chunks(width) {
-            let deletes = chunk.iter().map(|key| client.delete_object(bucket, key));
-            for (key, result) in chunk.iter().zip(join_all(deletes).await) {
-                if let Err(e) = result
-                    && !matches!(e, OpError::Status { status: 404, .. })
-                {
-                    problems.push(format!("deleting `{bucket}/{key}` failed: {e}"));
+            match client.delete_bucket(bucket).await {
+                Ok(()) => {
+                    ctx.mark_removed(S3_BUCKET, bucket);
+                    break;
+                }
+                Err(OpError::Status { status: 409, .. }) if attempt < 10 => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Err(e) => {
+                    problems.push(format!("deleting bucket `{bucket}` failed: {e}"));
+                    break;
                 }
             }
-        }
-        if config.bucket.is_some() {
-            if problems.len() == before {
-                ctx.mark_removed(S3_OBJECTS, &format!("{bucket}/{}", target.prefix));
-            }
-            continue;
-        }
-        match client.delete_bucket(bucket).await {
-            Ok(()) => ctx.mark_removed(S3_BUCKET, bucket),
-            Err(e) => problems.push(format!("deleting bucket `{bucket}` failed: {e}")),
         }
     }
     if problems.is_empty() {
