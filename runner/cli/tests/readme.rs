@@ -410,7 +410,11 @@ fn pipeline_schema() -> Value {
 /// (name, summary) of every native stage. Run from an empty folder with an
 /// empty plugin path, so that no WASM plugin is compiled just to be skipped.
 fn native_stages() -> Vec<(String, String)> {
-    let empty = common::temp_dir("readme-plugins");
+    // One folder per call: both tests of this binary call this at once, and
+    // a shared folder was removed by one while the other ran in it.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let empty = common::temp_dir(&format!("readme-plugins-{n}"));
     let out = common::pipeline_command(&["plugins", "list"])
         .current_dir(&empty)
         .env("PIPELINE_PLUGIN_PATH", "")
