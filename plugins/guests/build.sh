@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the example plugins from source into plugins/wasm/ (where pipelines
-# find them by name): the Rust guests with cargo for wasm32-wasip2, the
+# Builds the guest plugins from source: the examples into plugins/wasm/
+# (where pipelines find them by name), the test guests of
+# plugins/guests/testing/ into plugins/guests/target/NAME.wasm (where the
+# runner's tests find them), the Rust ones with cargo for wasm32-wasip2, the
 # Python one with componentize-py. Needs: `rustup target add wasm32-wasip2`,
 # `pip install componentize-py==0.25.1`.
 #
@@ -15,7 +17,10 @@ cargo build --manifest-path "$here/Cargo.toml" --release --target wasm32-wasip2 
 for crate in ceph-df; do
   cp "$here/target/wasm32-wasip2/release/${crate//-/_}.wasm" "$out/$crate.wasm"
 done
-cp "$here/target/wasm32-wasip2/release/testkit.wasm" "$here/target/testkit.wasm"
+for dir in "$here"/testing/*/; do
+  crate="$(basename "$dir")"
+  cp "$here/target/wasm32-wasip2/release/${crate//-/_}.wasm" "$here/target/${crate//-/_}.wasm"
+done
 
 if [ "${1:-}" != "--rust" ]; then
   command -v componentize-py >/dev/null || { echo "error: componentize-py not found (pip install componentize-py==0.25.1)" >&2; exit 1; }

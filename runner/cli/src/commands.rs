@@ -26,7 +26,8 @@ pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
 fn print_diagnostics(d: &Diagnostics) {
-    eprint!("{d}");
+    // Diagnostics quote plugins (a `check` problem): no escapes reach the terminal.
+    eprint!("{}", pipeline_engine::terminal::text(&d.to_string()));
     let n = d.len();
     eprintln!("\n{n} error{} found", if n == 1 { "" } else { "s" });
 }
@@ -172,6 +173,19 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
                 outcome.run_dir.join("results.json").display()
             );
             println!("report: {}", outcome.report_path.display());
+            if let Some(c) = &r.comparison {
+                if let Some(e) = &c.error {
+                    eprintln!("error: no comparison with {}: {e}", c.baseline);
+                }
+                for g in &c.regressions {
+                    eprintln!("{}", crate::compare::regression_line(g));
+                }
+                if (c.error.is_some() || !c.regressions.is_empty())
+                    && r.status == RunStatus::Succeeded
+                {
+                    return EXIT_RUN_FAILED;
+                }
+            }
             match r.status {
                 RunStatus::Succeeded => EXIT_OK,
                 RunStatus::Cancelled => EXIT_INTERRUPTED,
@@ -283,9 +297,11 @@ pub fn plugins_describe(name: &str) -> u8 {
         let d = &p.description;
         println!(
             "{} {} (WebAssembly plugin: {})",
-            d.name, d.version, p.origin
+            t(&d.name),
+            t(&d.version),
+            p.origin
         );
-        println!("  {}\n", d.summary);
+        println!("  {}\n", t(&d.summary));
         if let Ok(bytes) = std::fs::read(&p.origin) {
             println!(
                 "sha256: {}  (pin it with `sha256:`)",
@@ -306,8 +322,20 @@ pub fn plugins_describe(name: &str) -> u8 {
         return describe_body(&p);
     }
     let d = &p.description;
-    println!("{} {} ({})\n  {}\n", d.name, d.version, p.origin, d.summary);
+    println!(
+        "{} {} ({})\n  {}\n",
+        t(&d.name),
+        t(&d.version),
+        p.origin,
+        t(&d.summary)
+    );
     describe_body(&p)
+}
+
+/// A plugin's own text (name, summary, docs) for the terminal: one line,
+/// no escape sequences.
+fn t(s: &str) -> String {
+    pipeline_engine::terminal::line(s)
 }
 
 fn describe_body(p: &pipeline_engine::registry::RegisteredStage) -> u8 {
@@ -318,13 +346,13 @@ fn describe_body(p: &pipeline_engine::registry::RegisteredStage) -> u8 {
         let default = s
             .default
             .as_ref()
-            .map(|v| format!(", default {v}"))
+            .map(|v| format!(", default {}", t(&v.to_string())))
             .unwrap_or_default();
         println!(
             "  {} ({}, {req}{default})\n      {}",
-            s.name,
-            s.ty.describe(),
-            s.doc
+            t(&s.name),
+            t(&s.ty.describe()),
+            t(&s.doc)
         );
     }
     println!("\noutputs:");
@@ -332,12 +360,12 @@ fn describe_body(p: &pipeline_engine::registry::RegisteredStage) -> u8 {
         println!("  (none)");
     }
     for o in &d.outputs {
-        println!("  {}: {}", o.name, o.doc);
+        println!("  {}: {}", t(&o.name), t(&o.doc));
     }
     if !d.metrics.is_empty() {
         println!("\nmetrics:");
         for m in &d.metrics {
-            println!("  {} [{}]: {}", m.name, m.unit, m.doc);
+            println!("  {} [{}]: {}", t(&m.name), t(&m.unit), t(&m.doc));
         }
     }
     EXIT_OK

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 the run failed, 2 invalid input, 130 interrupted.
 
 mod commands;
+mod compare;
 mod plugin_scaffold;
 
 use std::path::PathBuf;
@@ -17,7 +18,9 @@ use clap::{Parser, Subcommand};
     version,
     about = "Benchmark Ceph clusters the same way every time."
 )]
-#[command(after_help = "Exit codes: 0 success, 1 run failed, 2 invalid input, 130 interrupted.")]
+#[command(
+    after_help = "Exit codes: 0 success, 1 run failed (compare: a regression), 2 invalid input, 130 interrupted."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -54,6 +57,50 @@ enum Command {
     },
     /// Re-render report.md of a run folder from its results.json.
     Report { run_dir: PathBuf },
+    /// Past runs in a runs folder.
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+    /// One metric across the runs of a runs folder, oldest first, with the
+    /// runs where a comparison gate would have fired.
+    History {
+        /// The runs folder (default: runs).
+        #[arg(default_value = "runs")]
+        dir: PathBuf,
+        #[arg(long)]
+        metric: String,
+        /// Only this stage (its id, or an instance id such as `rados-read[mode=seq]`).
+        #[arg(long)]
+        stage: Option<String>,
+        /// The gate's threshold in percent.
+        #[arg(long, default_value_t = 5.0)]
+        threshold: f64,
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: compare::Format,
+        /// Also draw the history as an SVG line chart into FILE (a line per
+        /// stage instance, the runs where the gate would have fired ringed).
+        #[arg(long, value_name = "FILE")]
+        chart: Option<PathBuf>,
+    },
+    /// Compare a baseline run with candidate runs, metric by metric; exit 1
+    /// when a metric is worse past its threshold.
+    Compare {
+        /// Run folder (or its results.json) to compare against.
+        baseline: PathBuf,
+        /// Run folders (or results.json files); one column each.
+        #[arg(required = true)]
+        candidates: Vec<PathBuf>,
+        /// `METRIC=PERCENT`: how large a change counts (default 5%; `*` globs;
+        /// `default=3%` changes the default), e.g. `bandwidth=-5%` `'latency_*=+10%'`.
+        #[arg(long = "threshold", value_name = "METRIC=PERCENT")]
+        thresholds: Vec<String>,
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: compare::Format,
+        /// Write to FILE instead of printing.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// List or describe the available stages.
     Plugins {
         #[command(subcommand)]
@@ -74,6 +121,16 @@ enum Command {
     Sandbox {
         #[command(subcommand)]
         command: SandboxCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunsCommand {
+    /// Every run (id, suite, date, status, suite commit, duration), oldest first.
+    List {
+        /// The runs folder (default: runs).
+        #[arg(default_value = "runs")]
+        dir: PathBuf,
     },
 }
 
@@ -140,6 +197,31 @@ fn main() -> ExitCode {
             only,
         } => commands::run(&file, &set, out, &only),
         Command::Report { run_dir } => commands::report(&run_dir),
+        Command::Runs {
+            command: RunsCommand::List { dir },
+        } => compare::runs_list(&dir),
+        Command::History {
+            dir,
+            metric,
+            stage,
+            threshold,
+            format,
+            chart,
+        } => compare::history(
+            &dir,
+            &metric,
+            stage.as_deref(),
+            threshold,
+            format,
+            chart.as_deref(),
+        ),
+        Command::Compare {
+            baseline,
+            candidates,
+            thresholds,
+            format,
+            out,
+        } => compare::run(&baseline, &candidates, &thresholds, format, out.as_deref()),
         Command::Plugins {
             command: PluginsCommand::List,
         } => commands::plugins_list(),

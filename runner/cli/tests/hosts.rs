@@ -542,7 +542,7 @@ fn host_all_sums_rates_only_of_hosts_that_ran_together() {
     assert_eq!(all["combined"], json!({"over": "host", "count": 2}));
     assert_eq!(together["notes"], Value::Null);
     assert!(
-        report.contains("| rate | host=all (sum of 2 hosts) | 500 |"),
+        report.contains("| rate | host=all (sum of 2 hosts) | 500 MB/s |"),
         "{report}"
     );
     drop(sshd);
@@ -620,4 +620,62 @@ stages:
     assert_eq!(stderr_of(2), "tool: started\n");
     drop(sshd);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A WASM plugin on another host: its command runs over SSH from a
+/// minimal environment (`env -i --` on the far side) plus the variables the
+/// pipeline grants; the far side's own session variables (SSH_*, MAIL...)
+/// do not reach it. Uses the `hostile-env` test guest.
+#[test]
+fn a_wasm_plugin_on_a_remote_host_gets_only_the_granted_environment() {
+    let guest = common::root().join("plugins/guests/target/hostile_env.wasm");
+    assert!(
+        guest.is_file(),
+        "build the test guests first: plugins/guests/build.sh --rust"
+    );
+    let sshd = Sshd::start();
+    let dir = common::temp_dir("hosts-wasm-env");
+    let file = dir.join("pipeline.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: wasm-env-remote\n{inventory}stages:\n  - id: env\n    uses: {guest}\n    on: node1\n    grants: {{exec: [env], env: [CEPH_ARGS]}}\n    with:\n      argv: [env]\n      env: ['CEPH_ARGS=--id admin --keyring \"/etc/ceph/a b\"']\n",
+            inventory = sshd.inventory_yaml(),
+            guest = guest.display(),
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let out = common::pipeline(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}\n{}", sshd.log_text());
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let stage = &r["stages"][0];
+    let printed = stage["outputs"]["stdout"].as_str().unwrap();
+    assert!(
+        printed.contains("CEPH_ARGS=--id admin --keyring \"/etc/ceph/a b\"\n"),
+        "the value arrives intact through the remote shell:\n{printed}"
+    );
+    let names: Vec<&str> = printed
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    assert!(
+        names.contains(&"PATH"),
+        "the far side's PATH is kept: {printed}"
+    );
+    for name in names {
+        assert!(
+            name == "CEPH_ARGS" || pipeline_stage_api::exec::MINIMAL_ENV.contains(&name),
+            "`{name}` reached the plugin's program on node1:\n{printed}"
+        );
+    }
+    assert_eq!(stage["commands"][0]["host"], "node1");
 }

@@ -41,13 +41,13 @@ fn a_stale_readme_is_reported_with_what_to_add_where() {
         })
         .map(|l| format!("{l}\n"))
         .collect::<String>()
-        .replace("name: full-baseline ", "name: full-baseline\nrepeat: 3 ");
+        .replace("name: full-baseline ", "name: full-baseline\nretries: 3 ");
     let problems = readme_problems(&stale, &pipeline_schema(), &native_stages()).join("\n");
     for expected in [
         "native stage `iperf3` (`pipeline plugins list`) has no row in the table under \"## Stages\": add `| `iperf3` |",
         "`stages[].parallel` is accepted by pipelines (`pipeline schema`) but not shown: add `parallel:` to a stage under `stages:` in the YAML block under \"## Pipeline reference\"",
         "`inventory.ssh.connect_timeout` is accepted by pipelines (`pipeline schema`) but not shown: add `connect_timeout:` under `inventory:` > `ssh:` in the YAML block under \"### Hosts\"",
-        "`repeat` is shown but `pipeline schema` has no such key: remove it from the YAML block under \"## Pipeline reference\"",
+        "`retries` is shown but `pipeline schema` has no such key: remove it from the YAML block under \"## Pipeline reference\"",
     ] {
         assert!(
             problems.contains(expected),

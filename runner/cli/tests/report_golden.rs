@@ -97,7 +97,7 @@ fn fields_unknown_to_this_version_are_ignored() {
     };
     let mut extended = smoke_results();
     extended["schema_version"] = pipeline_engine::results::SCHEMA_VERSION.into();
-    extended["comparison"] = serde_json::json!({"baseline": "runs/earlier"});
+    extended["annotations"] = serde_json::json!({"by": "a later runner"});
     extended["runner"]["build"] = "abc123".into();
     extended["stages"][0]["retries"] = 0.into();
     extended["stages"][1]["metrics"][0]["confidence"] = 0.95.into();
@@ -147,4 +147,44 @@ fn a_truncated_or_garbled_results_file_is_named_with_line_and_column() {
         )
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Copies `from` (files and folders) into `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A run folder with series files (`tests/report/charts/`): `pipeline
+/// report` draws their charts and links them; the report and one small
+/// chart are golden files (`charts.report.md`, `charts.bandwidth.svg`).
+#[test]
+fn a_run_folder_with_series_gets_its_charts_drawn_and_linked() {
+    let fixture = common::root().join("tests/report/charts");
+    let dir = common::temp_dir("report-charts");
+    copy_tree(&fixture, &dir);
+    let report = common::render_report(&dir);
+    let svg =
+        std::fs::read_to_string(dir.join("stages/rbd-bench_io_type=write_/charts/bandwidth.svg"))
+            .unwrap();
+    let fanned_out = dir.join("stages/rados-read_mode=seq_/charts/cur_bandwidth.svg");
+    assert!(fanned_out.is_file(), "both clients' series in one chart");
+    let goldens = common::root().join("tests/report");
+    let failures: Vec<String> = [
+        common::golden(&goldens.join("charts.report.md"), &report),
+        common::golden(&goldens.join("charts.bandwidth.svg"), &svg),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let _ = std::fs::remove_dir_all(dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -5,19 +5,24 @@
 
 pub mod cancel;
 pub mod ceph;
+pub mod compare;
 pub mod compile;
 pub mod config;
 pub mod diagnostic;
+pub mod facts;
 pub mod fanout;
+pub mod history;
 pub mod host;
 pub mod hosts;
 pub mod plan;
 pub mod preflight;
 pub mod progress;
+pub mod repetition;
 pub mod report;
 pub mod results;
 pub mod runner;
 pub mod template;
+pub mod terminal;
 
 pub use pipeline_model as model;
 // The stage API lives in its own crate; re-exported so the engine reads as one.

@@ -27,6 +27,21 @@ pub struct Plan {
     pub stages: Vec<PlannedStage>,
     pub cleanup: Vec<PlannedStage>,
     pub report: ReportConfig,
+    /// `report.compare_to`: the baseline this run compares itself with.
+    pub comparison: Option<PlannedComparison>,
+    /// Runs of the whole suite (its `repeat:`, at least 1), and the pause between them.
+    pub repeat: u32,
+    pub repeat_pause: std::time::Duration,
+}
+
+/// The baseline of `report.compare_to`, and `report.thresholds`.
+#[derive(Debug, Clone)]
+pub struct PlannedComparison {
+    /// Its results.json.
+    pub baseline: std::path::PathBuf,
+    /// As the suite wrote it.
+    pub shown: String,
+    pub thresholds: crate::compare::Thresholds,
 }
 
 #[derive(Clone)]
@@ -48,6 +63,9 @@ pub struct PlannedStage {
     pub targets: Vec<crate::hosts::Host>,
     /// At most this many hosts at once.
     pub parallel: usize,
+    /// Runs of each instance (`repeat:`, at least 1), and the pause between them.
+    pub repeat: u32,
+    pub repeat_pause: Duration,
 }
 
 impl PlannedStage {
@@ -238,7 +256,10 @@ impl Plan {
                                 ),
                                 None => action.summary.clone(),
                             };
-                            let _ = writeln!(out, "     {mark} {}", self.redactor.redact(&text));
+                            // One line per action, whatever the plugin wrote:
+                            // no line breaks or escapes that forge or erase a mark.
+                            let text = crate::terminal::line(&self.redactor.redact(&text));
+                            let _ = writeln!(out, "     {mark} {text}");
                         }
                     }
                     Err(problems) => {

@@ -1,5 +1,7 @@
 //! Live progress: a spinner per stage with elapsed time on a terminal, plain
-//! timestamped lines otherwise (CI logs, pipes).
+//! timestamped lines otherwise (CI logs, pipes). Everything shown passes
+//! through [`crate::terminal`]: stages and plugins write these texts, and
+//! an escape sequence in one could erase or forge lines.
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -29,6 +31,7 @@ impl Progress {
     }
 
     pub fn line(&self, text: &str) {
+        let text = crate::terminal::text(text);
         match self {
             Progress::Terminal(mp) => mp.suspend(|| println!("{text}")),
             Progress::Lines => println!("{} {text}", timestamp()),
@@ -37,6 +40,7 @@ impl Progress {
     }
 
     pub fn start(&self, id: &str, plugin: &str) -> StageProgress {
+        let (id, plugin) = (crate::terminal::line(id), crate::terminal::line(plugin));
         match self {
             Progress::Terminal(mp) => {
                 let bar = mp.add(ProgressBar::new_spinner());
@@ -52,7 +56,7 @@ impl Progress {
             }
             Progress::Lines => {
                 println!("{} start {id} ({plugin})", timestamp());
-                StageProgress::Lines(id.to_string())
+                StageProgress::Lines(id)
             }
             Progress::Quiet => StageProgress::Quiet,
         }
@@ -61,14 +65,16 @@ impl Progress {
 
 impl StageProgress {
     pub fn message(&self, text: &str) {
+        let text = crate::terminal::line(text);
         match self {
-            StageProgress::Spinner(bar) => bar.set_message(text.to_string()),
+            StageProgress::Spinner(bar) => bar.set_message(text),
             StageProgress::Lines(id) => println!("{}   {id}: {text}", timestamp()),
             StageProgress::Quiet => {}
         }
     }
 
     pub fn finish(&self, line: &str) {
+        let line = crate::terminal::text(line);
         match self {
             StageProgress::Spinner(bar) => {
                 bar.finish_and_clear();

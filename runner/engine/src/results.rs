@@ -51,6 +51,9 @@ pub struct RunResults {
     /// Facts about the system under test, gathered by stages such as `ceph-info`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, serde_json::Value>,
+    /// The comparison with the suite's baseline (`report.compare_to`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<crate::compare::RunComparison>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -166,6 +169,9 @@ pub struct StageRecord {
     /// The CPU time its commands used (absent: no commands, or an older runner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_cpu: Option<CommandCpu>,
+    /// For `repeat: N`: how many ran, and each metric over the repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<crate::repetition::Repetitions>,
 }
 
 /// CPU time (user + system) of a stage's commands, summed over the commands

@@ -12,8 +12,10 @@ use chrono::{SecondsFormat, Utc};
 use crate::cancel::{CancelToken, Signals};
 use crate::context::{ContextParts, Resource, StageContext, sanitize};
 use crate::exec::format_duration;
+use crate::facts;
 use crate::plan::{Plan, PlannedStage};
 use crate::progress::Progress;
+use crate::repetition;
 use crate::report;
 use crate::results::{
     Artifact, CommandCpu, CommandRecord, PipelineInfo, RunResults, RunStatus, RunnerInfo,
@@ -73,6 +75,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         stage_values: serde_json::Map::new(),
         ledger: Vec::new(),
         progress: opts.progress,
+        round: None,
         results: RunResults {
             schema_version: crate::results::SCHEMA_VERSION,
             run_id: run_id.clone(),
@@ -101,6 +104,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
             cleanup: Vec::new(),
             created: Vec::new(),
             environment: BTreeMap::new(),
+            comparison: None,
         },
     };
     runner.save();
@@ -112,48 +116,95 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
 
     // Benchmark stages: cancelled by the first signal.
     let cancel = opts.signals.token();
-    let mut blocking_failure: Option<String> = None;
-    for stage in &plan.stages {
-        let record = if cancel.is_cancelled() {
-            runner.not_run(stage, StageStatus::Cancelled, "the run was interrupted")
-        } else if let Some(failed) = &blocking_failure {
-            runner.not_run(
-                stage,
-                StageStatus::Skipped,
-                &format!("stage `{failed}` failed"),
-            )
-        } else {
-            runner.run_stage(stage, &cancel)
-        };
-        if record.status == StageStatus::Failed
-            && !stage.continue_on_error
-            && blocking_failure.is_none()
-        {
-            blocking_failure = Some(record.id.clone());
+    let mut cleanup_cancelled = false;
+    // The whole suite, `plan.repeat` times (once unless the suite says).
+    let rounds = plan.repeat.max(1);
+    let mut succeeded_rounds: BTreeMap<String, u32> = BTreeMap::new();
+    for round in 1..=rounds {
+        if round > 1 {
+            runner.progress.line(&format!(
+                "repetition {round} of {rounds} of the whole suite{}",
+                if plan.repeat_pause.is_zero() {
+                    String::new()
+                } else {
+                    format!(", after {}", format_duration(plan.repeat_pause))
+                }
+            ));
+            if !pause(plan.repeat_pause, &cancel) {
+                break;
+            }
         }
-        runner.results.stages.push(record);
+        runner.round = (rounds > 1).then_some((round, rounds));
+        let mut blocking_failure: Option<String> = None;
+        for stage in &plan.stages {
+            let record = if cancel.is_cancelled() {
+                runner.not_run(stage, StageStatus::Cancelled, "the run was interrupted")
+            } else if let Some(failed) = &blocking_failure {
+                runner.not_run(
+                    stage,
+                    StageStatus::Skipped,
+                    &format!("stage `{failed}` failed"),
+                )
+            } else {
+                runner.run_stage(stage, &cancel)
+            };
+            if record.status == StageStatus::Failed
+                && !stage.continue_on_error
+                && blocking_failure.is_none()
+            {
+                blocking_failure = Some(record.id.clone());
+            }
+            if record.status == StageStatus::Succeeded {
+                *succeeded_rounds.entry(record.id.clone()).or_default() += 1;
+            }
+            runner.keep(record, false);
+            runner.save();
+        }
+        let interrupted = cancel.is_cancelled();
+
+        // Cleanup stages: always run; only a further signal cancels them.
+        let cleanup_cancel = opts.signals.token();
+        if !plan.cleanup.is_empty() {
+            runner.progress.line(if interrupted {
+                "interrupted: running cleanup (Ctrl-C again to abort it)"
+            } else {
+                "cleanup"
+            });
+        }
+        for stage in &plan.cleanup {
+            let record = if cleanup_cancel.is_cancelled() {
+                runner.not_run(stage, StageStatus::Cancelled, "cleanup was interrupted")
+            } else {
+                runner.run_stage(stage, &cleanup_cancel)
+            };
+            runner.keep(record, true);
+            runner.save();
+        }
+        cleanup_cancelled |= cleanup_cancel.is_cancelled();
+        if interrupted || cleanup_cancelled || blocking_failure.is_some() {
+            break;
+        }
+    }
+    if rounds > 1 {
+        let max_cv = plan
+            .report
+            .max_cv
+            .as_ref()
+            .map_or(repetition::DEFAULT_MAX_CV_PERCENT, |v| v.value);
+        for record in &mut runner.results.stages {
+            let completed = succeeded_rounds.get(&record.id).copied().unwrap_or(0);
+            record.repetitions = Some(repetition::summarize(
+                record,
+                rounds,
+                completed,
+                plan.repeat_pause.as_secs_f64(),
+                max_cv,
+            ));
+        }
         runner.save();
     }
     let interrupted = cancel.is_cancelled();
-
-    // Cleanup stages: always run; only a further signal cancels them.
-    let cleanup_cancel = opts.signals.token();
-    if !plan.cleanup.is_empty() {
-        runner.progress.line(if interrupted {
-            "interrupted: running cleanup (Ctrl-C again to abort it)"
-        } else {
-            "cleanup"
-        });
-    }
-    for stage in &plan.cleanup {
-        let record = if cleanup_cancel.is_cancelled() {
-            runner.not_run(stage, StageStatus::Cancelled, "cleanup was interrupted")
-        } else {
-            runner.run_stage(stage, &cleanup_cancel)
-        };
-        runner.results.cleanup.push(record);
-        runner.save();
-    }
+    let cleanup_cancel_fired = cleanup_cancelled;
 
     let ended = Utc::now();
     let failed = runner
@@ -166,7 +217,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
             .cleanup
             .iter()
             .any(|s| s.status == StageStatus::Failed && !s.continue_on_error);
-    runner.results.status = if interrupted || cleanup_cancel.is_cancelled() {
+    runner.results.status = if interrupted || cleanup_cancel_fired {
         RunStatus::Cancelled
     } else if failed {
         RunStatus::Failed
@@ -175,6 +226,10 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
     };
     runner.results.ended_at = Some(rfc3339(ended));
     runner.results.duration_s = Some((ended - started).num_milliseconds() as f64 / 1000.0);
+    if let Some(planned) = &plan.comparison {
+        let comparison = crate::compare::with_baseline(planned, &runner.results, &run_dir);
+        runner.results.comparison = Some(comparison);
+    }
     runner.save();
     let report_path = run_dir.join(report::REPORT_FILE);
     if let Err(e) = report::write_report(&runner.results, &run_dir) {
@@ -213,9 +268,44 @@ struct Runner<'p> {
     ledger: Vec<Resource>,
     progress: Progress,
     results: RunResults,
+    /// With the suite's `repeat:`: which run of the whole suite this is, of how many.
+    round: Option<(u32, u32)>,
 }
 
 impl Runner<'_> {
+    /// Adds a finished stage's record to the results (`cleanup`: to the
+    /// cleanup list). With the suite's `repeat:` a stage has one record over
+    /// all runs of the suite: each run's figures go in with their
+    /// `repetition` label.
+    fn keep(&mut self, record: StageRecord, cleanup: bool) {
+        let list = if cleanup {
+            &mut self.results.cleanup
+        } else {
+            &mut self.results.stages
+        };
+        let Some((round, rounds)) = self.round else {
+            list.push(record);
+            return;
+        };
+        let i = match list.iter().position(|r| r.id == record.id) {
+            Some(i) => i,
+            None => {
+                let mut first = repetition::emptied(&record);
+                first.status = StageStatus::Succeeded;
+                first.error = None;
+                first.skip_reason = None;
+                first.duration_s = Some(0.0);
+                list.push(first);
+                list.len() - 1
+            }
+        };
+        let merged = &mut list[i];
+        merged.ended_at = record.ended_at.clone();
+        merged.duration_s =
+            Some(merged.duration_s.unwrap_or(0.0) + record.duration_s.unwrap_or(0.0));
+        repetition::absorb(merged, record, round, rounds);
+    }
+
     fn save(&mut self) {
         self.results.created = self.ledger.clone();
         if let Err(e) = self.results.save(&self.run_dir) {
@@ -250,6 +340,7 @@ impl Runner<'_> {
             artifacts: Vec::new(),
             commands: Vec::new(),
             command_cpu: None,
+            repetitions: None,
         }
     }
 
@@ -307,7 +398,7 @@ impl Runner<'_> {
             .redactor
             .redact_json(&serde_json::Value::Object(params.clone()));
 
-        let work_dir = self
+        let stage_dir = self
             .run_dir
             .join("stages")
             .join(sanitize(&stage.instance_id));
@@ -317,26 +408,78 @@ impl Runner<'_> {
             .progress
             .start(&stage.instance_id, &stage.plugin.description.name);
         let show = |m: &str| bar.message(m);
-        let job = HostJob {
-            stage,
-            params: &params,
-            run_id: &self.results.run_id,
-            run_dir: &self.run_dir,
-            ceph: &self.plan.ceph,
-            deadline: stage.timeout.map(|t| clock + t),
-            cancel,
-            progress: &show,
-            redactor: &self.plan.redactor,
-        };
-        let ran = if stage.fans_out() {
-            job.run_on_each_host(&work_dir, &mut self.ledger)
-        } else {
-            job.run_here(&work_dir, &mut self.ledger)
-        };
+        let planned = stage.repeat.max(1);
+        let mut completed = 0;
+        for k in 1..=planned {
+            if k > 1 {
+                show(&format!(
+                    "repetition {k}/{planned} in {:?}",
+                    stage.repeat_pause
+                ));
+                if !pause(stage.repeat_pause, cancel) {
+                    record.status = StageStatus::Cancelled;
+                    record.error = Some(format!(
+                        "interrupted after {completed} of {planned} repetitions"
+                    ));
+                    break;
+                }
+            }
+            // Each repetition has its own folder: their outputs never mix.
+            let work_dir = match (planned, self.round) {
+                (1, None) => stage_dir.clone(),
+                (1, Some((round, _))) => stage_dir.join(format!("repetition-{round}")),
+                _ => stage_dir.join(format!("repetition-{k}")),
+            };
+            let started = Instant::now();
+            let job = HostJob {
+                stage,
+                params: &params,
+                run_id: &self.results.run_id,
+                run_dir: &self.run_dir,
+                ceph: &self.plan.ceph,
+                // `timeout:` applies to each repetition.
+                deadline: stage.timeout.map(|t| started + t),
+                cancel,
+                progress: &show,
+                redactor: &self.plan.redactor,
+            };
+            let ran = if stage.fans_out() {
+                job.run_on_each_host(&work_dir, &mut self.ledger)
+            } else {
+                job.run_here(&work_dir, &mut self.ledger)
+            };
+            if planned == 1 {
+                self.record_outcome(&mut record, ran, &work_dir);
+                completed = 1;
+                break;
+            }
+            let mut one = repetition::emptied(&record);
+            self.record_outcome(&mut one, ran, &work_dir);
+            let succeeded = one.status == StageStatus::Succeeded;
+            repetition::absorb(&mut record, one, k, planned);
+            if !succeeded {
+                break;
+            }
+            completed = k;
+        }
+        if planned > 1 {
+            let max_cv = self
+                .plan
+                .report
+                .max_cv
+                .as_ref()
+                .map_or(repetition::DEFAULT_MAX_CV_PERCENT, |v| v.value);
+            record.repetitions = Some(repetition::summarize(
+                &record,
+                planned,
+                completed,
+                stage.repeat_pause.as_secs_f64(),
+                max_cv,
+            ));
+        }
         let elapsed = clock.elapsed();
         record.ended_at = Some(rfc3339(Utc::now()));
         record.duration_s = Some(elapsed.as_secs_f64());
-        self.record_outcome(&mut record, ran, &work_dir);
         bar.finish(&finish_line(&record, elapsed));
         self.remember(stage, record.status, &record.outputs);
         record
@@ -384,9 +527,15 @@ impl Runner<'_> {
         record.command_cpu = CommandCpu::of(&commands);
         record.commands = commands;
         match outcome {
-            Ok(output) => {
+            Ok(mut output) => {
+                // The one place every stage's output is finished: only
+                // finite numbers reach results.json.
+                let dropped = output.drop_non_finite();
+                output.notes.extend(dropped);
                 artifacts.extend(self.save_series(&output.series, work_dir));
-                self.results.environment.extend(output.environment);
+                // A plugin's facts never overwrite those of native stages.
+                let facts = facts::namespaced(record, output.environment);
+                self.results.environment.extend(facts);
                 record.metrics = output.metrics;
                 record.histograms = output.histograms;
                 record.outputs = output.outputs;
@@ -401,13 +550,23 @@ impl Runner<'_> {
         record.artifacts = artifacts;
     }
 
-    /// Each series as `series-NAME.json` in the work folder, listed as an artifact.
+    /// Each series as `series-NAME.json` in the work folder, listed as an
+    /// artifact. File names are injective (see `report::charts::names`): two
+    /// series never share a file, whatever their names hold, so the charts
+    /// drawn from these files later have every series.
     fn save_series(&self, series: &[pipeline_model::Series], work_dir: &Path) -> Vec<Artifact> {
         let mut saved = Vec::new();
-        for s in series {
-            let path = work_dir.join(format!("series-{}.json", sanitize(&s.name)));
+        let files = crate::report::charts::names::series_files(series.iter().map(|s| &*s.name));
+        for (s, file) in series.iter().zip(files) {
+            let path = work_dir.join(file);
             if let Ok(text) = serde_json::to_string_pretty(s)
-                && std::fs::write(&path, text).is_ok()
+                // Never through a link a command left in its place.
+                && pipeline_stage_api::safe_fs::write(
+                    &path,
+                    text.as_bytes(),
+                    pipeline_stage_api::safe_fs::Existing::Replace,
+                )
+                .is_ok()
             {
                 saved.push(Artifact {
                     name: format!("series: {}", s.name),
@@ -421,6 +580,18 @@ impl Runner<'_> {
         }
         saved
     }
+}
+
+/// Waits `duration` unless the run is interrupted first (`false`).
+fn pause(duration: Duration, cancel: &CancelToken) -> bool {
+    let until = Instant::now() + duration;
+    while Instant::now() < until {
+        if cancel.is_cancelled() {
+            return false;
+        }
+        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
+    }
+    !cancel.is_cancelled()
 }
 
 /// `Ok(None)`: run the stage; `Ok(Some(reason))`: skip it; `Err`: `when`
@@ -518,7 +689,7 @@ impl HostJob<'_> {
                     .collect()
             });
             for run in runs {
-                merge_ledger(ledger, run.ledger);
+                merge_ledger(ledger, &before, run.ledger);
                 commands.extend(run.commands);
                 artifacts.extend(run.artifacts);
                 results.push((run.host, run.outcome));
@@ -586,14 +757,22 @@ impl HostJob<'_> {
     }
 }
 
-/// Brings a host run's ledger changes (new resources, removals) into the run's.
-fn merge_ledger(main: &mut Vec<Resource>, from_host: Vec<Resource>) {
+/// Brings a host run's ledger changes (new resources, removals, a removed
+/// resource created again) into the run's: only what differs from the
+/// ledger the host run started from (`before`), so hosts that did not touch
+/// a resource do not undo what another host did to it.
+fn merge_ledger(main: &mut Vec<Resource>, before: &[Resource], from_host: Vec<Resource>) {
     for r in from_host {
-        match main
-            .iter_mut()
-            .find(|m| m.kind == r.kind && m.name == r.name)
+        let same = |m: &Resource| m.kind == r.kind && m.name == r.name;
+        if before
+            .iter()
+            .find(|m| same(m))
+            .is_some_and(|b| b.removed == r.removed)
         {
-            Some(existing) => existing.removed |= r.removed,
+            continue;
+        }
+        match main.iter_mut().find(|m| same(m)) {
+            Some(existing) => existing.removed = r.removed,
             None => main.push(r),
         }
     }
@@ -635,4 +814,45 @@ fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
 
 fn rfc3339(t: chrono::DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(name: &str, removed: bool) -> Resource {
+        Resource {
+            kind: "file".into(),
+            name: name.into(),
+            created_by: "s".into(),
+            removed,
+        }
+    }
+
+    /// Hosts run from copies of the ledger; only what a host changed comes
+    /// back, so one host's removal or re-creation is not undone by another
+    /// host that never touched the resource.
+    #[test]
+    fn host_ledgers_merge_only_their_changes() {
+        let before = vec![resource("a", true), resource("b", false)];
+        let mut main = before.clone();
+        // Host 1 created `a` again and removed `b`; host 2 touched nothing
+        // and created `c`.
+        merge_ledger(
+            &mut main,
+            &before,
+            vec![resource("a", false), resource("b", true)],
+        );
+        merge_ledger(
+            &mut main,
+            &before,
+            vec![
+                resource("a", true),
+                resource("b", false),
+                resource("c", false),
+            ],
+        );
+        let state: Vec<(&str, bool)> = main.iter().map(|r| (r.name.as_str(), r.removed)).collect();
+        assert_eq!(state, [("a", false), ("b", true), ("c", false)]);
+    }
 }

@@ -256,6 +256,10 @@ pub struct CommandRecord {
     /// System CPU seconds, like `cpu_user_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_sys_s: Option<f64>,
+    /// Variables set for the command (`NAME=value`, secrets redacted): for
+    /// a plugin's command, exactly what it asked for and was granted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
 }
 
 impl CommandRecord {

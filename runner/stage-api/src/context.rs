@@ -10,6 +10,7 @@ use crate::cancel::CancelToken;
 use crate::ceph::CephConnection;
 use crate::exec::{self, CommandSpec, CpuTime, Exit, TimeLimit};
 use crate::hosts::{self, Host};
+use crate::safe_fs;
 use crate::secrets::Redactor;
 use crate::stage::StageError;
 pub use pipeline_model::{Artifact, CommandRecord, Resource};
@@ -83,6 +84,9 @@ pub struct StageContext<'a> {
     pub(crate) commands: Vec<CommandRecord>,
     pub(crate) artifacts: Vec<Artifact>,
     pub(crate) redactor: &'a Redactor,
+    /// Bytes of each output file read back into [`CommandOutput`]; `None`:
+    /// all of it (see [`limit_read_back`](StageContext::limit_read_back)).
+    pub(crate) read_back: Option<u64>,
 }
 
 /// What the engine hands a stage instance when it starts it.
@@ -124,6 +128,7 @@ impl<'a> StageContext<'a> {
             commands: Vec::new(),
             artifacts: Vec::new(),
             redactor: parts.redactor,
+            read_back: None,
         }
     }
 
@@ -134,6 +139,14 @@ impl<'a> StageContext<'a> {
 }
 
 impl StageContext<'_> {
+    /// Reads at most `bytes` of each command's stdout and stderr back into
+    /// its [`CommandOutput`] (a note at the end says where the rest is);
+    /// the files keep everything. For callers that must not hold a
+    /// command's whole output in memory (a WASM plugin's `exec`).
+    pub fn limit_read_back(&mut self, bytes: Option<u64>) {
+        self.read_back = bytes;
+    }
+
     /// Shows a short status line next to the stage's spinner.
     pub fn progress(&self, message: &str) {
         (self.progress)(message);
@@ -234,6 +247,8 @@ impl StageContext<'_> {
         } else {
             format!("[{}] {shown}", host.name)
         };
+        // Checked before the SSH wrap, which would hide the names from the spawn's own check.
+        exec::check_env_names(spec).map_err(|e| StageError::failed(format!("{shown}: {e}")))?;
         let remote_limit = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let wrapped = host.wrap(spec, remote_limit.or(spec.timeout));
         let running = exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, deadline)
@@ -414,12 +429,17 @@ impl StageContext<'_> {
             host: (!launched.host.is_local()).then(|| launched.host.name.clone()),
             cpu_user_s: cpu.map(|c| c.user.as_secs_f64()),
             cpu_sys_s: cpu.map(|c| c.system.as_secs_f64()),
+            env: launched
+                .spec
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={}", self.redactor.redact(v)))
+                .collect(),
         });
-        let read = |p: &Path| {
-            std::fs::read(p)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default()
-        };
+        // Read back safely (the command may have put a link in its output
+        // file's place: the output goes to a plugin, which must not see
+        // elsewhere), and at most `read_back` bytes of it.
+        let read = |p: &Path| read_back(p, self.read_back, &self.relative(p));
         CommandOutput {
             exit: finished.exit,
             stdout: read(&finished.stdout_path),
@@ -444,10 +464,34 @@ impl StageContext<'_> {
     }
 
     /// Writes a file into the work folder and lists it as an artifact.
+    ///
+    /// The folder also holds the stage's evidence (command outputs,
+    /// `plugin.log`) and whatever its commands left there, so an artifact is
+    /// always a NEW file (`O_CREAT|O_EXCL`, which follows no link): it can
+    /// neither replace evidence nor write through a link planted in its
+    /// place. Only an artifact this stage wrote itself may be replaced.
     pub fn write_artifact(&mut self, name: &str, bytes: &[u8]) -> Result<PathBuf, StageError> {
-        let path = self.work_dir.join(sanitize(name));
-        std::fs::write(&path, bytes)
-            .map_err(|e| StageError::io(format!("writing {}", path.display()), e))?;
+        let file_name = sanitize(name);
+        if file_name.is_empty() || file_name == "." || file_name == ".." {
+            return Err(StageError::failed(format!(
+                "artifact name `{name}` is not a file name"
+            )));
+        }
+        let path = self.work_dir.join(&file_name);
+        let relative = self.relative(&path);
+        let existing = if self.artifacts.iter().any(|a| a.path == relative) {
+            safe_fs::Existing::Replace
+        } else {
+            safe_fs::Existing::Refuse
+        };
+        safe_fs::write(&path, bytes, existing).map_err(|e| {
+            StageError::failed(format!(
+                "cannot write artifact `{name}`: {e} (an artifact is a new file in the stage folder; it never replaces the stage's command outputs or log)"
+            ))
+        })?;
+        if existing == safe_fs::Existing::Replace {
+            return Ok(path);
+        }
         self.artifacts.push(Artifact {
             name: name.to_string(),
             path: self.relative(&path),
@@ -457,13 +501,24 @@ impl StageContext<'_> {
 
     /// Records that this run created `name`; cleanup will remove it.
     pub fn record_created(&mut self, kind: &str, name: &str) {
-        if !self.ledger.iter().any(|r| r.kind == kind && r.name == name) {
-            self.ledger.push(Resource {
+        match self
+            .ledger
+            .iter_mut()
+            .find(|r| r.kind == kind && r.name == name)
+        {
+            // Created again after this run removed it (the suite runs
+            // again with `repeat:`): due for removal again.
+            Some(r) if r.removed => {
+                r.removed = false;
+                r.created_by = self.instance_id.clone();
+            }
+            Some(_) => {}
+            None => self.ledger.push(Resource {
                 kind: kind.into(),
                 name: name.into(),
                 created_by: self.instance_id.clone(),
                 removed: false,
-            });
+            }),
         }
     }
 
@@ -498,6 +553,26 @@ impl StageContext<'_> {
     }
 }
 
+/// A command's output file as text: all of it, or its first `limit` bytes
+/// and a line saying how much more `shown` (its path in the run folder) holds.
+fn read_back(path: &Path, limit: Option<u64>, shown: &str) -> String {
+    use std::io::Read;
+    let Ok(file) = safe_fs::open_read(path) else {
+        return String::new();
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::new();
+    let _ = file.take(limit.unwrap_or(u64::MAX)).read_to_end(&mut bytes);
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if (bytes.len() as u64) < size {
+        text.push_str(&format!(
+            "\n[... output cut: the first {} of {size} bytes are shown; all of it is in {shown}]\n",
+            bytes.len()
+        ));
+    }
+    text
+}
+
 /// File-name-safe form of an id or label.
 pub fn sanitize(text: &str) -> String {
     text.chars()
@@ -514,6 +589,23 @@ pub fn sanitize(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resource_created_again_after_its_removal_is_due_for_removal_again() {
+        with_context("ledger", None, |ctx| {
+            ctx.record_created("pool", "bench");
+            ctx.mark_removed("pool", "bench");
+            assert!(ctx.created("pool").is_empty());
+            // The suite runs again (`repeat:`) and creates it again.
+            ctx.record_created("pool", "bench");
+            let due = ctx.created("pool");
+            assert_eq!(due.len(), 1);
+            assert!(!due[0].removed);
+            // Recorded twice while it exists: still one entry.
+            ctx.record_created("pool", "bench");
+            assert_eq!(ctx.created("pool").len(), 1);
+        });
+    }
 
     /// A context for this machine with its work folder under the temp dir.
     fn with_context<T>(
@@ -606,6 +698,30 @@ mod tests {
                 .to_string()
         });
         assert_eq!(stage, "timed out after 300ms (`sleep 5` was killed)");
+    }
+
+    #[test]
+    fn read_back_can_be_limited_while_the_file_keeps_everything() {
+        let (out, file) = with_context("read-back", None, |ctx| {
+            ctx.limit_read_back(Some(1000));
+            let out = ctx
+                .run("big", &sh("head -c 100000 /dev/zero | tr '\\0' x"))
+                .unwrap();
+            let file = std::fs::metadata(ctx.work_dir.join("01-big.stdout"))
+                .unwrap()
+                .len();
+            (out, file)
+        });
+        assert_eq!(file, 100_000);
+        assert!(out.stdout.starts_with(&"x".repeat(1000)));
+        assert!(
+            out.stdout.ends_with(
+                "[... output cut: the first 1000 of 100000 bytes are shown; all of it is in stages/read-back/01-big.stdout]\n"
+            ),
+            "{}",
+            &out.stdout[1000..]
+        );
+        assert!(out.stdout.len() < 1200);
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! printed), a deadline on every call, and cancellation that kills the whole
 //! process group (a tool's children too).
 
-use std::fs::File;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -15,10 +14,56 @@ use crate::cancel::CancelToken;
 #[derive(Debug, Clone)]
 pub struct CommandSpec {
     pub argv: Vec<String>,
+    /// Variables set for the command, on top of [`environment`](Self::environment).
+    /// Names must be [valid](valid_env_name): a command with any other is not started.
     pub env: Vec<(String, String)>,
+    /// What the command inherits before `env` is applied.
+    pub environment: Environment,
     pub cwd: Option<PathBuf>,
     /// Limit for this call; the stage's own deadline also applies.
     pub timeout: Option<Duration>,
+}
+
+/// The environment a command starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Environment {
+    /// The runner's own (native stages are trusted code; tools need what
+    /// the operator set, e.g. `CEPH_ARGS`).
+    #[default]
+    Inherited,
+    /// Only [`MINIMAL_ENV`] of the runner's: for commands a sandboxed
+    /// plugin asks for, so that no variable the runner happens to have and
+    /// no variable the plugin was not granted reaches the program.
+    Minimal,
+}
+
+/// The runner's variables a [`Environment::Minimal`] command keeps: what a
+/// program needs to find its tools, home and locale, and nothing that makes
+/// an interpreter load code (`BASH_ENV`, `PYTHONPATH`, `PERL5OPT`, ...).
+pub const MINIMAL_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR",
+];
+
+/// Refuses a spec that sets a variable with an [invalid](valid_env_name) name.
+pub fn check_env_names(spec: &CommandSpec) -> std::io::Result<()> {
+    match spec.env.iter().find(|(k, _)| !valid_env_name(k)) {
+        Some((name, _)) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("`{name}` is not a valid environment variable name"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A variable name as POSIX shells and GNU `env` read it:
+/// `[A-Za-z_][A-Za-z0-9_]*`. Anything else (`-S…`, `A=B`, an empty name)
+/// would be read by `env` on a remote host as an option or an assignment.
+pub fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl CommandSpec {
@@ -26,6 +71,7 @@ impl CommandSpec {
         CommandSpec {
             argv,
             env: Vec::new(),
+            environment: Environment::Inherited,
             cwd: None,
             timeout: None,
         }
@@ -150,9 +196,19 @@ pub fn spawn_to_files(
             "empty command",
         ));
     };
-    let stdout = File::create(stdout_path)?;
-    let stderr = File::create(stderr_path)?;
+    check_env_names(spec)?;
+    // Never through a link a command left where the output file goes.
+    let stdout = crate::safe_fs::create(stdout_path, crate::safe_fs::Existing::Replace)?;
+    let stderr = crate::safe_fs::create(stderr_path, crate::safe_fs::Existing::Replace)?;
     let mut command = Command::new(program);
+    if spec.environment == Environment::Minimal {
+        command.env_clear();
+        for name in MINIMAL_ENV {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+    }
     command
         .args(args)
         .stdin(Stdio::null())

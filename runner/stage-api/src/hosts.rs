@@ -8,7 +8,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::exec::{CommandSpec, CpuTime, shell_quote, shell_words};
+use crate::exec::{CommandSpec, CpuTime, Environment, MINIMAL_ENV, shell_quote};
 
 /// The reserved name of the machine running the suite.
 pub const LOCAL: &str = "local";
@@ -141,12 +141,27 @@ impl Host {
             let secs = limit.as_secs() + u64::from(limit.subsec_nanos() > 0) + 2;
             remote.extend(["timeout".into(), "-k".into(), "5".into(), secs.to_string()]);
         }
-        if !spec.env.is_empty() {
-            remote.push("env".into());
-            remote.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+        // `--` ends env's options: nothing after it is read as one.
+        let minimal = spec.environment == Environment::Minimal;
+        if minimal {
+            remote.extend(["env".into(), "-i".into(), "--".into()]);
+        } else if !spec.env.is_empty() {
+            remote.extend(["env".into(), "--".into()]);
         }
-        remote.extend(spec.argv.iter().cloned());
-        let mut line = format!("exec {}", shell_words(&remote));
+        // Words of the remote command line, each quoted for the far side's shell.
+        let mut words: Vec<String> = remote.iter().map(|w| shell_quote(w)).collect();
+        if minimal {
+            // The far side's own values of the kept variables, expanded there
+            // by its shell (`${X+"X=$X"}`: nothing when X is unset).
+            words.extend(MINIMAL_ENV.iter().map(|n| format!("${{{n}+\"{n}=${n}\"}}")));
+        }
+        words.extend(
+            spec.env
+                .iter()
+                .map(|(k, v)| shell_quote(&format!("{k}={v}"))),
+        );
+        words.extend(spec.argv.iter().map(|a| shell_quote(a)));
+        let mut line = format!("exec {}", words.join(" "));
         if let Some(cwd) = &spec.cwd {
             line = format!(
                 "cd {} && {line}",
@@ -158,6 +173,7 @@ impl Host {
         CommandSpec {
             argv,
             env: Vec::new(),
+            environment: Environment::Inherited,
             cwd: None,
             timeout: spec.timeout,
         }
@@ -244,9 +260,10 @@ fn with_cpu_report(line: &str) -> String {
 /// returns the CPU it reported (`None`: no complete report, e.g. the
 /// session was killed).
 pub fn take_cpu_report(stderr_path: &Path) -> Option<CpuTime> {
-    let text = std::fs::read(stderr_path).ok()?;
+    // Never through a link the command left in the file's place.
+    let text = crate::safe_fs::read(stderr_path, u64::MAX).ok()?;
     let (tool_stderr, cpu) = split_cpu_report(&text)?;
-    std::fs::write(stderr_path, tool_stderr).ok()?;
+    crate::safe_fs::write(stderr_path, &tool_stderr, crate::safe_fs::Existing::Replace).ok()?;
     cpu
 }
 
@@ -303,6 +320,7 @@ fn parse_times(line: &[u8]) -> Option<CpuTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::shell_words;
 
     #[test]
     fn wraps_commands_for_ssh() {
@@ -320,7 +338,7 @@ mod tests {
         let remote = shell_words(&[
             "sh".into(),
             "-c".into(),
-            "exec 3>&2 2>/dev/null; ((exec timeout -k 5 32 env LC_ALL=C echo 'a b') 2>&3 3>&-; \
+            "exec 3>&2 2>/dev/null; ((exec timeout -k 5 32 env -- LC_ALL=C echo 'a b') 2>&3 3>&-; \
              rc=$?; printf '\\n%s\\n' @@pipeline-remote-cpu@@ >&3; times >&3; exit $rc); exit $?"
                 .into(),
         ]);

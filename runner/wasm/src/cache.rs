@@ -6,10 +6,22 @@
 //! as epoch interruption). A changed `.wasm` or a new runner build gets a new
 //! entry; stale entries are simply never read again.
 //!
-//! Loading a precompiled artifact is `unsafe` in wasmtime (the bytes are
-//! trusted machine code), so the cache only reads files it wrote itself: its
-//! own folder, created with mode 0700, files written under a temporary name
-//! and renamed into place. Anything it cannot deserialize is recompiled.
+//! Loading a precompiled artifact is `unsafe` in wasmtime: the bytes are
+//! trusted machine code, run as the runner's user (often root). So the
+//! cache only loads files it can show it wrote itself (see [`crate::cache_trust`]):
+//!
+//! - the folder (and `<cache>.trust`) must be owned by this user and
+//!   writable by no one else;
+//!   otherwise the cache is not used at all (every load compiles) and a
+//!   warning says so once;
+//! - each artifact has a tag, an HMAC under a per-user key kept outside
+//!   the cache folder (`<cache>.trust/key`, mode 0600), over the `.wasm` hash it was
+//!   compiled from and the artifact file's identity (device, inode, size,
+//!   modification and change times). A file swapped, edited, renamed or
+//!   copied into place no longer matches its tag and is recompiled. The
+//!   identity, not the content, is hashed so that a cache hit stays a
+//!   `stat` away (hashing a Python plugin's 40 MB artifact would cost more
+//!   than loading it).
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -18,6 +30,8 @@ use std::path::{Path, PathBuf};
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::cache_trust;
 
 /// Where the cache lives: `$PIPELINE_CACHE_DIR/wasm`, else
 /// `$XDG_CACHE_HOME/pipeline/wasm`, else `~/.cache/pipeline/wasm`.
@@ -40,7 +54,7 @@ pub fn default_dir() -> Option<PathBuf> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
     Hit,
-    /// Compiled now (and stored, when the cache is writable).
+    /// Compiled now (and stored, when the cache is usable).
     Compiled,
 }
 
@@ -69,6 +83,12 @@ impl ComponentCache {
             .map(|d| d.join(format!("{sha256}-{compat:016x}.cwasm")))
     }
 
+    /// Why the cache folder is not used, if it is not (also warned about once).
+    pub fn refused(&self) -> Option<String> {
+        let dir = self.dir.as_ref()?;
+        cache_trust::problem(dir)
+    }
+
     /// The compiled component for `bytes` (a `.wasm` or `.wat` file's content).
     pub fn load(
         &self,
@@ -76,21 +96,24 @@ impl ComponentCache {
         bytes: &[u8],
         sha256: &str,
     ) -> Result<(Component, CacheOutcome), wasmtime::Error> {
-        let entry = self.entry(engine, sha256);
-        if let Some(path) = &entry
-            && path.is_file()
+        let trusted = self.dir.as_deref().and_then(cache_trust::trusted);
+        let entry = trusted.as_ref().and(self.entry(engine, sha256));
+        if let (Some(key), Some(path)) = (&trusted, &entry)
+            && cache_trust::verify(key, path, sha256)
         {
-            // SAFETY: the file is one this cache wrote (see the module comment),
-            // keyed on the engine's compatibility hash; wasmtime still checks its
-            // header and refuses an artifact for another engine configuration.
+            // SAFETY: the folder is this user's alone and the file carries a
+            // tag only this user's key makes, for exactly this file and this
+            // `.wasm` hash: it is an artifact this cache wrote (see the module
+            // comment). wasmtime still checks its header and refuses an
+            // artifact for another engine configuration.
             if let Ok(component) = unsafe { Component::deserialize_file(engine, path) } {
                 return Ok((component, CacheOutcome::Hit));
             }
         }
         let compiled = engine.precompile_component(bytes)?;
-        if let Some(path) = &entry {
+        if let (Some(key), Some(path)) = (&trusted, &entry) {
             // A cache that cannot be written costs a compile next time; not an error.
-            let _ = store(path, &compiled);
+            let _ = store(path, &compiled).and_then(|()| cache_trust::sign(key, path, sha256));
         }
         // SAFETY: `compiled` was produced by this engine a moment ago.
         let component = unsafe { Component::deserialize(engine, &compiled)? };
@@ -125,5 +148,9 @@ fn store(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&digest)
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

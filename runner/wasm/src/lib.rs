@@ -13,6 +13,8 @@
 //!   sockets.
 
 pub mod cache;
+mod cache_trust;
+mod diagnose;
 pub mod engine;
 pub mod error;
 pub mod host;

@@ -156,6 +156,9 @@ impl WasmLoader {
             path: path.to_path_buf(),
             reason,
         };
+        if let Some(reason) = crate::diagnose::not_wasm(path, bytes) {
+            return Err(invalid(reason));
+        }
         let (component, cache) = self
             .cache
             .load(engine, bytes, &sha256)

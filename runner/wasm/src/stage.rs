@@ -77,6 +77,8 @@ pub(crate) fn call<R>(
 pub fn explain(plugin: &str, phase: Phase, err: &wasmtime::Error, state: &HostState) -> String {
     let mut message = if let Some(stop) = err.downcast_ref::<Stopped>() {
         format!("plugin `{plugin}` {stop} (in `{}`)", phase.as_str())
+    } else if let Some(what) = crate::diagnose::explain(err) {
+        format!("plugin `{plugin}` {what} (in `{}`)", phase.as_str())
     } else if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
         format!("plugin `{plugin}` crashed in `{}`: {trap}", phase.as_str())
     } else {
@@ -110,7 +112,10 @@ impl Stage for WasmStage {
         match p.call(p.name(), setup, |b, s| {
             b.check(s, &p.description.params, params)
         }) {
-            (Ok(problems), _) => problems,
+            (Ok(problems), state) => problems
+                .into_iter()
+                .map(|(name, message)| (state.quota.message(name), state.quota.message(message)))
+                .collect(),
             (Err(e), state) => vec![(
                 params.keys().next().cloned().unwrap_or_default(),
                 explain(p.name(), Phase::Check, &e, &state),
@@ -124,7 +129,14 @@ impl Stage for WasmStage {
         match p.call(p.name(), setup, |b, s| {
             b.plan(s, &p.description.params, params, ctx.ceph)
         }) {
-            (Ok(actions), _) => actions,
+            // `pipeline plan` prints these: each within the message limit.
+            (Ok(actions), state) => actions
+                .into_iter()
+                .map(|a| Action {
+                    summary: state.quota.message(a.summary),
+                    ..a
+                })
+                .collect(),
             (Err(e), state) => vec![Action::note(explain(p.name(), Phase::Plan, &e, &state))],
         }
     }
@@ -137,6 +149,7 @@ impl Stage for WasmStage {
             phase: Phase::Run,
             grants: ctx.grants.clone(),
             work_dir: Some(ctx.work_dir.clone()),
+            run_dir: Some(ctx.run_dir.clone()),
             info: StageInfo {
                 instance_id: ctx.instance_id.clone(),
                 run_id: ctx.run_id.clone(),
@@ -147,6 +160,9 @@ impl Stage for WasmStage {
             cancelled: cancelled.clone(),
             deadline: ctx.deadline(),
         };
+        // A plugin's command may print gigabytes: the file keeps them all,
+        // the guest gets the first `exec_output_bytes`.
+        ctx.limit_read_back(Some(crate::host::quota::Quota::default().exec_output_bytes));
         // See `crate::host` for why the guest runs on a worker thread.
         let joined = std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
@@ -158,16 +174,17 @@ impl Stage for WasmStage {
                 (result, state)
             });
             loop {
+                // On every turn, not only when idle: a plugin flooding
+                // requests must not keep Ctrl-C from reaching it.
+                if ctx.is_cancelled() {
+                    cancelled.store(true, Ordering::Relaxed);
+                }
                 match rx.recv_timeout(Duration::from_millis(20)) {
                     Ok(Request::Exec { label, spec, reply }) => {
                         let _ = reply.send(ctx.run(&label, &spec));
                     }
                     Ok(Request::Progress(message)) => ctx.progress(&message),
-                    Err(RecvTimeoutError::Timeout) => {
-                        if ctx.is_cancelled() {
-                            cancelled.store(true, Ordering::Relaxed);
-                        }
-                    }
+                    Err(RecvTimeoutError::Timeout) => {}
                     // The worker dropped its store: the call is over.
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
@@ -193,12 +210,17 @@ fn finish(
 ) -> Result<StageOutput, StageError> {
     // A refused request fails the stage, whatever the guest made of the refusal.
     if let Some(first) = state.refusals.first() {
-        let more = state.refusals.len() - 1;
+        let more = state.refusals.len() - 1 + state.refusals_dropped;
         return Err(StageError::failed(if more > 0 {
             format!("{first} (and {more} more refused request(s); see plugin.log)")
         } else {
             first.clone()
         }));
+    }
+    // Interrupted: a host call the interruption ended (an HTTP wait) returned
+    // an error the guest may have passed on as its own failure.
+    if state.setup.cancelled.load(Ordering::Relaxed) && !matches!(result, Ok(Ok(_))) {
+        return Err(StageError::Cancelled);
     }
     let outcome = match result {
         Err(e) => {
@@ -212,7 +234,13 @@ fn finish(
     let RunOutput {
         mut output,
         artifacts,
-    } = outcome?;
+    } = outcome.map_err(|e| state.quota.stage_error(e))?;
+    // Checked before anything is written: a flood fails the stage, not the run.
+    if let Err(e) = state.quota.output(state.metrics.len(), &output, &artifacts) {
+        return Err(StageError::failed(format!(
+            "plugin `{name}` returned more than the runner accepts: {e}"
+        )));
+    }
     for (artifact, bytes) in artifacts {
         ctx.write_artifact(&artifact, &bytes)?;
     }

@@ -3,126 +3,17 @@
 //! `pipeline:stage@0.1.0`, so every test here also shows that a plugin built
 //! for that interface version still runs).
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use pipeline_engine::cancel::Signals;
 use pipeline_engine::compile::{CompileOptions, compile_file};
-use pipeline_engine::progress::Progress;
-use pipeline_engine::registry::{PluginLoader, Registry};
-use pipeline_engine::results::{RunResults, StageRecord, StageStatus};
-use pipeline_engine::runner::{self, RunOptions};
-use pipeline_wasm::cache::{CacheOutcome, ComponentCache};
-use pipeline_wasm::{Limits, WasmLoader};
+use pipeline_engine::registry::PluginLoader;
+use pipeline_engine::results::StageStatus;
+use pipeline_wasm::Limits;
+use pipeline_wasm::cache::CacheOutcome;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "pipeline-wasm-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Small limits, with room for a loaded CI machine (2 cores, tests in parallel).
-fn limits() -> Limits {
-    Limits {
-        memory: 64 << 20,
-        run_time: Duration::from_secs(3),
-        call_time: Duration::from_secs(5),
-    }
-}
-
-fn loader(cache: &Path, limits: Limits) -> WasmLoader {
-    WasmLoader::new()
-        .with_cache(ComponentCache::new(Some(cache.to_path_buf())))
-        .with_search_path(Vec::new())
-        .with_limits(limits)
-}
-
-fn registry(limits: Limits) -> Registry {
-    let mut r = pipeline_native::registry();
-    let names: Vec<String> = r.names().map(str::to_string).collect();
-    // One cache for all tests: the first compile is paid once.
-    let cache = std::env::temp_dir().join("pipeline-wasm-test-cache");
-    r.set_loader(Arc::new(
-        loader(&cache, limits).with_reserved_names(names.iter().map(String::as_str)),
-    ));
-    r
-}
-
-/// Writes `yaml` next to a copy of the testkit fixture and runs it.
-fn run_yaml(yaml: &str, limits: Limits) -> RunResults {
-    run_yaml_with(yaml, limits, Signals::default())
-}
-
-fn run_yaml_with(yaml: &str, limits: Limits, signals: Signals) -> RunResults {
-    let dir = temp_dir("run");
-    std::fs::copy(fixture("testkit-0.1.0.wasm"), dir.join("testkit.wasm")).unwrap();
-    let file = dir.join("pipeline.yaml");
-    std::fs::write(&file, yaml).unwrap();
-    let registry = registry(limits);
-    let plan = match compile_file(&file, &registry, &CompileOptions::default()) {
-        Ok(p) => p,
-        Err(d) => panic!("{d}"),
-    };
-    let outcome = runner::run(
-        &plan,
-        RunOptions {
-            out_dir: Some(dir.join("run")),
-            runs_root: dir.clone(),
-            signals,
-            progress: Progress::Quiet,
-        },
-    )
-    .unwrap();
-    outcome.results
-}
-
-fn compile_errors(yaml: &str, wasm: Option<&[u8]>) -> String {
-    let dir = temp_dir("compile");
-    let bytes = match wasm {
-        Some(b) => b.to_vec(),
-        None => std::fs::read(fixture("testkit-0.1.0.wasm")).unwrap(),
-    };
-    std::fs::write(dir.join("testkit.wasm"), bytes).unwrap();
-    let file = dir.join("pipeline.yaml");
-    std::fs::write(&file, yaml).unwrap();
-    match compile_file(&file, &registry(limits()), &CompileOptions::default()) {
-        Ok(_) => String::new(),
-        Err(d) => d.to_string(),
-    }
-}
-
-fn stage<'a>(r: &'a RunResults, id: &str) -> &'a StageRecord {
-    r.stages
-        .iter()
-        .chain(&r.cleanup)
-        .find(|s| s.id == id)
-        .unwrap_or_else(|| panic!("no stage {id}"))
-}
-
-/// A pipeline with one testkit stage and a cleanup stage that must still run.
-fn one_stage(body: &str) -> String {
-    format!(
-        "name: wasm-test\nstages:\n  - id: plugin\n    uses: ./testkit.wasm\n{body}\ncleanup:\n  - id: after\n    uses: exec\n    with:\n      command: [echo, cleanup ran]\n"
-    )
-}
-
-fn assert_cleanup_ran(r: &RunResults) {
-    assert_eq!(stage(r, "after").status, StageStatus::Succeeded);
-}
+mod common;
+use common::*;
 
 #[test]
 fn a_plugin_built_for_interface_0_1_0_runs_like_a_native_stage() {

@@ -65,6 +65,18 @@ pub fn golden(path: &Path, actual: &str) -> Option<String> {
     ))
 }
 
+/// `pipeline report RUN_DIR`, which must succeed; the report it wrote.
+pub fn render_report(run_dir: &Path) -> String {
+    let out = pipeline(&["report", run_dir.to_str().expect("a UTF-8 path")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(run_dir.join("report.md")).expect("report.md")
+}
+
 /// A fresh temporary folder for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pipeline-test-{name}-{}", std::process::id()));

@@ -90,11 +90,27 @@ pub fn resolve_inventory(
             .known_hosts
             .as_ref()
             .map(|k| PathBuf::from(render(k, *loc, diags)));
+        let address = render(&cfg.address, *loc, diags);
+        // An empty address would reach ssh as no host at all (or an option).
+        if address.trim().is_empty() || address.starts_with('-') {
+            diags.push(
+                Diagnostic::error(format!(
+                    "host `{name}` has {} address",
+                    if address.trim().is_empty() {
+                        "an empty"
+                    } else {
+                        "an invalid"
+                    }
+                ))
+                .at(source, *loc)
+                .with_help("write the host's name or IP address, e.g. `{address: 10.0.0.11}`"),
+            );
+        }
         inventory.hosts.insert(
             name.clone(),
             Host {
                 name: name.clone(),
-                address: Some(render(&cfg.address, *loc, diags)),
+                address: Some(address),
                 user: cfg
                     .user
                     .clone()

@@ -67,6 +67,9 @@ pub fn compile(
     let at = |d: Diagnostic, loc| d.at(source, loc);
 
     check_name(config, &mut diags, source);
+    check_max_cv(config, &mut diags, source);
+    let comparison = check_comparison(config, &mut diags, source);
+    let (repeat, repeat_pause) = suite_repetitions(config, &mut diags, source);
     let env_vars = vars::read_env(config, options, source, &mut diags);
     let redactor = Redactor::new(
         env_vars
@@ -140,7 +143,118 @@ pub fn compile(
         stages: main,
         cleanup,
         report: config.report.clone(),
+        comparison,
+        repeat,
+        repeat_pause,
     })
+}
+
+/// The suite's `repeat` (1 to 1000; not with a stage's own `repeat`) and
+/// `repeat_pause`.
+fn suite_repetitions(
+    config: &PipelineConfig,
+    diags: &mut Diagnostics,
+    source: &Arc<Source>,
+) -> (u32, std::time::Duration) {
+    let repeat = match &config.repeat {
+        Some(r) if r.value == 0 || r.value > 1000 => {
+            diags.push(
+                Diagnostic::error("`repeat` must be from 1 to 1000")
+                    .with_help(
+                        "e.g. `repeat: 3` runs the whole suite, cleanup included, three times",
+                    )
+                    .at(source, r.loc),
+            );
+            1
+        }
+        Some(r) => r.value,
+        None => 1,
+    };
+    if repeat > 1 {
+        for stage in config.stages.iter().chain(&config.cleanup) {
+            if let Some(r) = stage.repeat.as_ref().filter(|r| r.value > 1) {
+                diags.push(
+                    Diagnostic::error(format!(
+                        "stage `{}` repeats itself, and the whole suite repeats too",
+                        stage.id.value
+                    ))
+                    .with_help("keep one: the suite's `repeat:` or the stages' own")
+                    .at(source, r.loc),
+                );
+            }
+        }
+    }
+    let pause = match &config.repeat_pause {
+        None => std::time::Duration::ZERO,
+        Some(p) => match crate::params::parse_duration(p) {
+            Ok(d) => d,
+            Err(e) => {
+                diags.push(
+                    Diagnostic::error(format!("invalid `repeat_pause`: {e}"))
+                        .with_help("write a duration such as 10s or 1m")
+                        .at(source, p.loc),
+                );
+                std::time::Duration::ZERO
+            }
+        },
+    };
+    (repeat, pause)
+}
+
+/// `report.thresholds` parse, and `report.compare_to` names a readable run.
+fn check_comparison(
+    config: &PipelineConfig,
+    diags: &mut Diagnostics,
+    source: &Arc<Source>,
+) -> Option<crate::plan::PlannedComparison> {
+    let mut thresholds = crate::compare::Thresholds::default();
+    for (metric, percent) in &config.report.thresholds {
+        if let Err(e) = thresholds.add(&format!("{metric}={}", percent.value)) {
+            diags.push(
+                Diagnostic::error(format!("`report.thresholds`: {e}"))
+                    .with_help("write `metric: -5%`; the sign only documents which way is bad")
+                    .at(source, percent.loc),
+            );
+        }
+    }
+    let target = config.report.compare_to.as_ref()?;
+    let base = source.path.parent().unwrap_or(std::path::Path::new("."));
+    let path = base.join(&target.value);
+    let results_file = if path.is_dir() {
+        path.join(crate::results::RESULTS_FILE)
+    } else {
+        path.clone()
+    };
+    if !results_file.is_file() {
+        diags.push(
+            Diagnostic::error(format!(
+                "`report.compare_to`: no run at `{}` (looked for {})",
+                target.value,
+                results_file.display()
+            ))
+            .with_help("name a run folder or its results.json, relative to this file's folder")
+            .at(source, target.loc),
+        );
+        return None;
+    }
+    Some(crate::plan::PlannedComparison {
+        baseline: results_file,
+        shown: target.value.clone(),
+        thresholds,
+    })
+}
+
+/// `report.max_cv` is a percentage above zero.
+fn check_max_cv(config: &PipelineConfig, diags: &mut Diagnostics, source: &Arc<Source>) {
+    if let Some(cv) = &config.report.max_cv
+        && !(cv.value.is_finite() && cv.value > 0.0)
+    {
+        diags.push(
+            Diagnostic::error("`report.max_cv` must be a percentage above zero")
+                .with_help("e.g. `max_cv: 10` flags repeated figures whose spread is above 10%")
+                .at(source, cv.loc),
+        );
+    }
 }
 
 /// Output names of every stage whose plugin resolves (native stages and plugin
@@ -171,6 +285,10 @@ fn stage_outputs(
         .collect()
 }
 
+/// Longest pipeline name: it is part of every run folder's name (255 bytes
+/// on Linux file systems, with the timestamp before it).
+const MAX_NAME_BYTES: usize = 200;
+
 fn check_name(config: &PipelineConfig, diags: &mut Diagnostics, source: &Arc<Source>) {
     let name = &config.name;
     if name.trim().is_empty() {
@@ -178,6 +296,15 @@ fn check_name(config: &PipelineConfig, diags: &mut Diagnostics, source: &Arc<Sou
             Diagnostic::error("the pipeline name is empty")
                 .at(source, name.loc)
                 .with_help("give the suite a short name, e.g. `name: full-baseline`"),
+        );
+    } else if name.len() > MAX_NAME_BYTES {
+        diags.push(
+            Diagnostic::error(format!(
+                "the pipeline name is {} bytes long; at most {MAX_NAME_BYTES}",
+                name.len()
+            ))
+            .at(source, name.loc)
+            .with_help("it becomes part of the run folder name: a short name, and put prose in `description:`"),
         );
     } else if name.chars().any(|c| c == '/' || c.is_control()) {
         diags.push(

@@ -8,12 +8,13 @@ use serde_json::{Map, Value};
 
 use super::matrix::{self, Matrix};
 use super::references::{self, NameScope};
-use crate::config::{Node, NodeValue, PipelineConfig, StageConfig};
+use crate::config::{Grants, Node, NodeValue, PipelineConfig, Sp, StageConfig};
 use crate::diagnostic::{Diagnostic, Diagnostics, Loc, Source, did_you_mean};
 use crate::params;
 use crate::plan::PlannedStage;
 use crate::registry::{PluginError, RegisteredStage, Registry};
 use crate::template;
+use pipeline_stage_api::grants::env_grant_problem;
 
 pub struct Scope<'a> {
     pub source: &'a Arc<Source>,
@@ -88,6 +89,7 @@ fn compile_stage(
         Some(p) => p.value as usize,
         None => 16,
     };
+    let (repeat, repeat_pause) = repetitions(scope, stage, diags);
     let matrix = stage
         .matrix
         .as_ref()
@@ -144,12 +146,66 @@ fn compile_stage(
                 .unwrap_or_default(),
             targets: targets.clone(),
             parallel,
+            repeat,
+            repeat_pause,
         })
         .collect();
     for instance in &instances {
         check_instance(scope, stage, instance, &with, diags);
     }
     instances
+}
+
+/// Most repetitions of one instance: a typo (`repeat: 1000000`) should not
+/// turn a suite into a week-long run.
+const MAX_REPEAT: u32 = 1000;
+
+/// `repeat` (1 to [`MAX_REPEAT`]) and `repeat_pause` (a duration, only
+/// with `repeat` above 1).
+fn repetitions(
+    scope: &Scope,
+    stage: &StageConfig,
+    diags: &mut Diagnostics,
+) -> (u32, std::time::Duration) {
+    let repeat = match &stage.repeat {
+        Some(r) if r.value == 0 || r.value > MAX_REPEAT => {
+            diags.push(
+                scope
+                    .err(format!("`repeat` must be from 1 to {MAX_REPEAT}"), r.loc)
+                    .with_help("e.g. `repeat: 3` runs each instance three times in a row"),
+            );
+            1
+        }
+        Some(r) => r.value,
+        None => 1,
+    };
+    let pause = match &stage.repeat_pause {
+        None => std::time::Duration::ZERO,
+        Some(p) => match params::parse_duration(p) {
+            Ok(d) => {
+                if stage.repeat.as_ref().is_none_or(|r| r.value <= 1) {
+                    diags.push(
+                        scope
+                            .err(
+                                "`repeat_pause` without `repeat` above 1 has no effect",
+                                p.loc,
+                            )
+                            .with_help("add `repeat: 3`, or remove `repeat_pause`"),
+                    );
+                }
+                d
+            }
+            Err(e) => {
+                diags.push(
+                    scope
+                        .err(format!("invalid `repeat_pause`: {e}"), p.loc)
+                        .with_help("write a duration such as 10s or 1m"),
+                );
+                std::time::Duration::ZERO
+            }
+        },
+    };
+    (repeat, pause)
 }
 
 fn check_id(scope: &Scope, stage: &StageConfig, diags: &mut Diagnostics) {
@@ -166,8 +222,24 @@ fn check_id(scope: &Scope, stage: &StageConfig, diags: &mut Diagnostics) {
                     "ids use letters, digits, `-` and `_`, and start with a letter or digit",
                 ),
         );
+    } else if id.len() > MAX_ID_BYTES {
+        diags.push(
+            scope
+                .err(
+                    format!(
+                        "stage id is {} characters long; at most {MAX_ID_BYTES}",
+                        id.len()
+                    ),
+                    id.loc,
+                )
+                .with_help("it names the stage's folder in the run folder: keep it short"),
+        );
     }
 }
+
+/// Longest stage id: it names a folder (255 bytes on Linux file systems),
+/// with room for the matrix values an instance adds.
+const MAX_ID_BYTES: usize = 100;
 
 fn find_plugin(
     scope: &Scope,
@@ -225,6 +297,7 @@ fn check_grants(
         ("files", grants.files.is_some()),
         ("http", !grants.http.is_empty()),
     ];
+    check_env_grant(scope, grants, diags);
     for (capability, granted) in given {
         if granted && !asks.iter().any(|c| c == capability) {
             diags.push(
@@ -246,6 +319,45 @@ fn check_grants(
                     }),
             );
         }
+    }
+    // The host parses each grant the same way at run time; a malformed one
+    // fails `validate` rather than the stage.
+    for text in &grants.http {
+        if let Err(e) = pipeline_stage_api::http_url::UrlGrant::parse(text) {
+            diags.push(
+                scope
+                    .err(
+                        format!("grants.http `{}` {e}", text.escape_debug()),
+                        grants.loc,
+                    )
+                    .with_help(
+                        "a grant is `http://HOST[:PORT][/PATH]`, e.g. `http://127.0.0.1:7480/`",
+                    ),
+            );
+        }
+    }
+}
+
+/// `grants.env` names variables for the programs the plugin runs: each a
+/// valid name the plugin may set, and only beside an `exec` grant.
+fn check_env_grant(scope: &Scope, grants: &Sp<Grants>, diags: &mut Diagnostics) {
+    for name in &grants.env {
+        if let Some(problem) = env_grant_problem(name) {
+            diags.push(
+                scope
+                    .err(format!("grants.env: {problem}"), grants.loc)
+                    .with_help(
+                        "grant only variables the plugin's programs read, e.g. `env: [CEPH_ARGS]`",
+                    ),
+            );
+        }
+    }
+    if !grants.env.is_empty() && grants.exec.is_empty() {
+        diags.push(
+            scope
+                .err("grants.env sets variables for programs the plugin runs, but no program is granted", grants.loc)
+                .with_help("add the programs to `grants.exec`, or remove `env`"),
+        );
     }
 }
 

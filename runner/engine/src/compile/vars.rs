@@ -27,11 +27,19 @@ pub fn read_env(
     source: &Arc<Source>,
     diags: &mut Diagnostics,
 ) -> Vec<EnvVar> {
-    let mut vars = Vec::new();
+    let mut vars: Vec<EnvVar> = Vec::new();
     for entry in &config.env {
         let Some((name, default, secret)) = env_entry(entry, source, diags) else {
             continue;
         };
+        if vars.iter().any(|v| v.name == name) {
+            diags.push(
+                Diagnostic::error(format!("`{name}` is declared twice in `env`"))
+                    .at(source, entry.loc)
+                    .with_help("keep one declaration: with two, which default or `secret` applies is a guess"),
+            );
+            continue;
+        }
         let value = (options.env)(&name).or(default);
         if value.is_none() {
             diags.push(

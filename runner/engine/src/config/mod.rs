@@ -9,6 +9,7 @@ pub mod spanned;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub use node::{Node, NodeValue};
 pub use spanned::Sp;
@@ -46,6 +47,15 @@ pub struct PipelineConfig {
     /// Stages that ALWAYS run at the end: after success, after a failure, after Ctrl-C.
     #[serde(default)]
     pub cleanup: Vec<StageConfig>,
+    /// Run the whole suite this many times (default 1): every stage, then
+    /// cleanup, then again from the first stage. Each stage's figures carry
+    /// the label `repetition`, as with a stage's own `repeat:` (which cannot
+    /// be combined with this).
+    #[serde(default)]
+    pub repeat: Option<Sp<u32>>,
+    /// Pause between runs of the whole suite, e.g. `1m`.
+    #[serde(default)]
+    pub repeat_pause: Option<Sp<String>>,
     /// Report options.
     #[serde(default)]
     pub report: ReportConfig,
@@ -109,6 +119,14 @@ pub struct StageConfig {
     /// At most this many hosts at once (default 16).
     #[serde(default)]
     pub parallel: Option<Sp<u32>>,
+    /// Run each instance this many times in a row (default 1). Every
+    /// repetition's metrics are kept (label `repetition`); the report leads
+    /// with the median and the spread, and `pipeline compare` tests them.
+    #[serde(default)]
+    pub repeat: Option<Sp<u32>>,
+    /// Pause between repetitions, e.g. `10s` (default none).
+    #[serde(default)]
+    pub repeat_pause: Option<Sp<String>>,
     /// Pin a plugin file: its SHA-256 (hex). A mismatch refuses to load it.
     #[serde(default)]
     pub sha256: Option<Sp<String>>,
@@ -150,6 +168,20 @@ pub struct ReportConfig {
     /// Metric names shown in the summary table in addition to each stage's headline metrics.
     #[serde(default)]
     pub summary_metrics: Vec<String>,
+    /// Coefficient of variation, in percent, above which a repeated figure
+    /// is flagged as too noisy to trust (default 10).
+    #[serde(default)]
+    pub max_cv: Option<Sp<f64>>,
+    /// A baseline run (its folder or results.json; relative paths from the
+    /// suite's folder): the run compares itself with it, adds the comparison
+    /// to its report, and exits 1 on a regression (`pipeline compare`).
+    #[serde(default)]
+    pub compare_to: Option<Sp<String>>,
+    /// How large a change counts, by metric name (`*` globs; `default` for
+    /// the rest; 5% unless set), e.g. `{bandwidth: -5%, "latency_*": +10%}`.
+    /// Named metrics are gated besides each stage's headline metrics.
+    #[serde(default)]
+    pub thresholds: BTreeMap<String, Sp<String>>,
 }
 
 /// The JSON Schema of pipeline files, as `validate` checks them. Editors get

@@ -99,6 +99,15 @@ fn explain(message: &str) -> (String, Option<String>) {
             Some(format!("add `{name}:` to this mapping")),
         );
     }
+    // serde-saphyr's words name its own option ("set DuplicateKeyPolicy in
+    // Options if acceptable"); say what the user can do.
+    if let Some(rest) = message.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest).trim();
+        return (
+            format!("`{key}` appears twice in the same mapping"),
+            Some("keep one: the later one would silently replace the earlier".into()),
+        );
+    }
     if message.starts_with("expected mapping") {
         return (
             format!("{message}: a pipeline file is a mapping"),
@@ -115,6 +124,16 @@ mod tests {
     fn err(text: &str) -> String {
         let src = Source::new("t.yaml", text);
         parse_pipeline(&src).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_duplicate_key_is_explained_in_the_users_words() {
+        let e = err("name: a\nvars:\n  pool: x\n  pool: y\nstages: []\n");
+        assert!(
+            e.contains("`pool` appears twice in the same mapping"),
+            "{e}"
+        );
+        assert!(!e.contains("DuplicateKeyPolicy"), "{e}");
     }
 
     #[test]

@@ -1,15 +1,28 @@
 //! The Markdown report, rendered by minijinja from `results.json` alone (so
-//! `pipeline report RUN_DIR` can re-render it). Table cells are escaped.
+//! `pipeline report RUN_DIR` can re-render it). Every value a stage or
+//! plugin wrote goes through a filter of [`super::escape`] for the context
+//! it lands in (`cell`, `inline`, `code`, `block`, `html`, `link`).
 
 use minijinja::Environment;
 
-use super::{Exporter, ReportError, format_number};
+use super::charts::StageCharts;
+use super::charts::sweeps::Sweep;
+use super::{Exporter, ReportError, escape, format_number};
 use crate::exec::format_duration;
 use crate::results::RunResults;
 
 const TEMPLATE: &str = include_str!("report.md.j2");
 
-pub struct MarkdownExporter;
+#[derive(Debug, Default)]
+pub struct MarkdownExporter {
+    /// The charts drawn for each stage of the results, in order (none when
+    /// empty).
+    pub charts: Vec<StageCharts>,
+    /// The matrix sweeps side by side, with their charts.
+    pub sweeps: Vec<Sweep>,
+    /// The environment's tables and fact files (`None`: every fact inline).
+    pub environment: Option<super::environment::EnvironmentView>,
+}
 
 impl Exporter for MarkdownExporter {
     fn export(&self, results: &RunResults) -> Result<String, ReportError> {
@@ -20,13 +33,25 @@ impl Exporter for MarkdownExporter {
             .lstrip_blocks(true)
             .build()?;
         env.set_syntax(syntax);
-        env.add_filter("cell", cell);
+        env.add_filter("cell", |v: minijinja::Value| escape::cell(&as_text(&v)));
+        env.add_filter("inline", |v: minijinja::Value| escape::inline(&as_text(&v)));
+        env.add_filter("html", |v: minijinja::Value| escape::html(&as_text(&v)));
+        env.add_filter("anchor", |v: minijinja::Value| escape::anchor(&as_text(&v)));
+        env.add_filter("block", |v: minijinja::Value, lang: String| {
+            escape::block(&as_text(&v), &lang)
+        });
+        env.add_filter("link", |text: minijinja::Value, path: minijinja::Value| {
+            escape::link(&as_text(&text), &as_text(&path))
+        });
+        env.add_filter("image", |alt: minijinja::Value, path: minijinja::Value| {
+            escape::image(&as_text(&alt), &as_text(&path))
+        });
         env.add_filter("num", |v: f64| format_number(v));
-        env.add_filter("duration", |v: minijinja::Value| match f64::try_from(v) {
-            Ok(secs) if secs.is_finite() => {
-                format_duration(std::time::Duration::from_secs_f64(secs.max(0.0)))
-            }
-            _ => "-".to_string(),
+        env.add_filter("duration", |v: minijinja::Value| {
+            f64::try_from(v)
+                .ok()
+                .and_then(seconds)
+                .map_or_else(|| "-".to_string(), format_duration)
         });
         env.add_filter("arrow", |d: String| match d.as_str() {
             "higher" => "↑",
@@ -56,16 +81,14 @@ impl Exporter for MarkdownExporter {
                 first.to_string()
             }
         });
-        env.add_filter("link", link);
         env.add_filter("combination", combination);
         env.add_filter("value", |v: f64, unit: String| {
             super::format_value(v, &unit)
         });
-        env.add_filter("code", code);
+        env.add_filter("code", |v: minijinja::Value| escape::code(&as_text(&v)));
         env.add_filter("json", |v: minijinja::Value| {
             serde_json::to_string(&v).unwrap_or_default()
         });
-        env.add_filter("fence", |s: String| s.replace("```", "'''"));
         env.add_function("client_bound", client_bound);
         env.add_filter("cpu", cpu);
         env.add_template("report.md", TEMPLATE)?;
@@ -79,6 +102,9 @@ impl Exporter for MarkdownExporter {
         let text = tmpl.render(minijinja::context! {
             r => minijinja::value::Serde(results),
             failures => minijinja::value::Serde(&failures),
+            charts => minijinja::value::Serde(&self.charts),
+            sweeps => minijinja::value::Serde(&self.sweeps),
+            environment => minijinja::value::Serde(&self.environment),
         })?;
         // One blank line between blocks, a single trailing newline.
         let mut out = String::with_capacity(text.len());
@@ -99,41 +125,13 @@ impl Exporter for MarkdownExporter {
     }
 }
 
-/// A relative path as a Markdown link target: percent-encode what would end
-/// or confuse the link (spaces, brackets, parentheses, `%`).
-fn link(path: String) -> String {
-    let mut out = String::with_capacity(path.len());
-    for b in path.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_./=,~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
+/// A value as the text a filter escapes: strings as they are, anything
+/// else as minijinja prints it.
+fn as_text(value: &minijinja::Value) -> String {
+    match value.as_str() {
+        Some(s) => s.to_string(),
+        None => value.to_string(),
     }
-    out
-}
-
-/// Text as an inline code span that is also safe in a table cell: the
-/// delimiter is longer than any backtick run inside, pipes are escaped
-/// (GFM unescapes `\|` inside code spans in tables), newlines become spaces.
-fn code(value: minijinja::Value) -> String {
-    let text = if let Some(s) = value.as_str() {
-        s.to_string()
-    } else {
-        value.to_string()
-    };
-    let text = text
-        .replace("\r\n", " ")
-        .replace('\n', " ")
-        .replace('|', "\\|");
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 /// How a combined figure (`host=all`) came about, e.g. `sum of 2 hosts`;
@@ -144,21 +142,6 @@ fn combination(metric: minijinja::Value) -> String {
         .and_then(|m| serde_json::from_value::<pipeline_model::Metric>(m).ok())
         .and_then(|m| m.combination())
         .unwrap_or_default()
-}
-
-/// Escapes text for a Markdown table cell.
-fn cell(value: minijinja::Value) -> String {
-    let text = if let Some(s) = value.as_str() {
-        s.to_string()
-    } else {
-        value.to_string()
-    };
-    text.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace("\r\n", "<br>")
-        .replace('\n', "<br>")
 }
 
 /// The client-bound note for a stage's local command CPU, its duration and
@@ -186,14 +169,74 @@ fn cpu(command: minijinja::Value) -> String {
             .get_attr(key)
             .ok()
             .and_then(|v| f64::try_from(v).ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
+            .and_then(seconds)
     };
     match (seconds("cpu_user_s"), seconds("cpu_sys_s")) {
         (Some(user), Some(sys)) => format!(
             ", CPU {} user + {} sys",
-            format_duration(std::time::Duration::from_secs_f64(user)),
-            format_duration(std::time::Duration::from_secs_f64(sys))
+            format_duration(user),
+            format_duration(sys)
         ),
         _ => String::new(),
+    }
+}
+
+/// Seconds as a duration; `None` for what no duration is (negative, not
+/// finite, or too large: `from_secs_f64` would panic on 1e300).
+fn seconds(secs: f64) -> Option<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(secs.max(0.0)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smoke run's results with `edit` applied: any valid results.json.
+    fn smoke_with(edit: impl FnOnce(&mut serde_json::Value)) -> RunResults {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/report/smoke.results.json");
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut doc);
+        RunResults::parse(&doc.to_string(), &path).unwrap()
+    }
+
+    #[test]
+    fn extreme_but_valid_numbers_render_sensibly() {
+        let results = smoke_with(|doc| {
+            let stage = &mut doc["stages"][1];
+            stage["metrics"][0]["value"] = serde_json::json!(1e300);
+            stage["metrics"][1]["value"] = serde_json::json!(1e-300);
+            stage["metrics"][1]["headline"] = serde_json::json!(true);
+            stage["metrics"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!(
+                    {"name": "zero", "value": -0.0, "unit": "s", "direction": "none"}
+                ));
+            // Durations no `Duration` can hold (from_secs_f64 would panic).
+            stage["duration_s"] = serde_json::json!(1e300);
+            stage["commands"][0]["duration_s"] = serde_json::json!(1e300);
+            stage["commands"][0]["cpu_user_s"] = serde_json::json!(1e300);
+            stage["commands"][0]["cpu_sys_s"] = serde_json::json!(-5.0);
+            doc["duration_s"] = serde_json::json!(f64::MAX);
+        });
+        let report = MarkdownExporter::default().export(&results).unwrap();
+        assert!(report.len() < 64 << 10, "{} bytes", report.len());
+        assert!(
+            report.contains("| bytes |  | 9.095e287 TiB |  |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| seconds |  | 1e-291 ns | ↓ |"),
+            "{report}"
+        );
+        assert!(report.contains("| zero |  | 0 s |  |"), "{report}");
+        assert!(report.contains("seconds **1e-291 ns** ↓"), "{report}");
+        assert!(report.contains("| Duration | - |"), "{report}");
+        assert!(
+            !report.contains("NaN") && !report.contains("inf"),
+            "{report}"
+        );
     }
 }

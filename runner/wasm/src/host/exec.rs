@@ -3,16 +3,25 @@
 //!
 //! Matching: a grant with a `/` allows exactly that path. A bare name
 //! (`ceph`) allows `ceph` looked up on the runner's PATH, or an absolute path
-//! whose file name is `ceph`, except one inside the run folder (the only
-//! place a plugin can write files). The plugin cannot change PATH or the
-//! dynamic loader's variables (`LD_*`): both would change which program runs.
+//! whose file name is `ceph`, except one inside the run folder (where a
+//! plugin and its commands write files), however the path names it (see
+//! [`super::program`]).
+//!
+//! Environment: an allowlist. A granted program starts from a minimal
+//! environment (see [`MINIMAL_ENV`]), plus the variables the plugin sets,
+//! each of which the pipeline must grant by name (`grants.env`). A denylist
+//! would always miss one: `BASH_ENV`, `PYTHONPATH`, `PERL5OPT`, `GCONV_PATH`
+//! ... each turn a grant of one program into arbitrary code.
 
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use pipeline_stage_api::context::CommandOutput;
-use pipeline_stage_api::exec::{CommandSpec, shell_words};
+#[cfg(doc)]
+use pipeline_stage_api::exec::MINIMAL_ENV;
+use pipeline_stage_api::exec::{CommandSpec, Environment, shell_words};
+use pipeline_stage_api::grants::env_grant_problem;
 use pipeline_stage_api::stage::StageError;
 
 use super::{HostError, HostState, Request};
@@ -26,8 +35,9 @@ pub struct ExecRequest {
     pub label: Option<String>,
 }
 
-/// Whether `grants` allows `program` (argv[0]).
-pub fn program_granted(program: &str, grants: &[String], run_dir: Option<&Path>) -> bool {
+/// Whether `grants` names `program` (argv[0]); where it really is is
+/// checked apart ([`super::program::outside_run_dir`]).
+pub fn name_granted(program: &str, grants: &[String]) -> bool {
     grants.iter().any(|g| {
         if g.contains('/') {
             return g == program;
@@ -36,14 +46,27 @@ pub fn program_granted(program: &str, grants: &[String], run_dir: Option<&Path>)
             return true;
         }
         let path = Path::new(program);
-        path.is_absolute()
-            && path.file_name().and_then(|n| n.to_str()) == Some(g.as_str())
-            && !run_dir.is_some_and(|d| path.starts_with(d))
+        path.is_absolute() && path.file_name().and_then(|n| n.to_str()) == Some(g.as_str())
     })
 }
 
-fn forbidden_env(name: &str) -> bool {
-    name == "PATH" || name.starts_with("LD_") || name.is_empty() || name.contains('=')
+/// Whether `grants` allows `program`: named, and not inside the run folder.
+pub fn program_granted(program: &str, grants: &[String], run_dir: Option<&Path>) -> bool {
+    name_granted(program, grants)
+        && run_dir.is_none_or(|d| super::program::outside_run_dir(program, d).is_ok())
+}
+
+/// Why the plugin may not set `name` (`None`: it may).
+fn env_refusal(name: &str, granted: &[String]) -> Option<String> {
+    if let Some(problem) = env_grant_problem(name) {
+        return Some(problem);
+    }
+    (!granted.iter().any(|g| g == name)).then(|| {
+        format!(
+            "the pipeline does not grant it (grants.env: [{}])",
+            granted.join(", ")
+        )
+    })
 }
 
 impl HostState {
@@ -54,12 +77,7 @@ impl HostState {
         let shown = shell_words(&req.argv);
         let granted = self.setup.grants.exec.clone();
         self.require("exec", !granted.is_empty(), &format!("run `{shown}`"))?;
-        let run_dir = self
-            .setup
-            .work_dir
-            .as_deref()
-            .and_then(|w| w.parent()?.parent());
-        if !program_granted(&program, &granted, run_dir) {
+        if !name_granted(&program, &granted) {
             let message = format!(
                 "plugin `{}` tried to run `{program}`, which the pipeline does not grant (grants.exec: [{}])",
                 self.plugin,
@@ -67,15 +85,31 @@ impl HostState {
             );
             return Err(self.refuse(message));
         }
-        if let Some((name, _)) = req.env.iter().find(|(k, _)| forbidden_env(k)) {
+        if let Some(run_dir) = self.setup.run_dir.clone()
+            && let Err(why) = super::program::outside_run_dir(&program, &run_dir)
+        {
             let message = format!(
-                "plugin `{}` tried to set `{name}` for `{program}`; plugins may not change PATH or LD_* variables",
+                "plugin `{}` tried to run `{program}`: {why}; a program there could have been written by the plugin, so it never runs",
                 self.plugin
+            );
+            return Err(self.refuse(message));
+        }
+        let env_granted = &self.setup.grants.env;
+        if let Some((name, why)) = req
+            .env
+            .iter()
+            .find_map(|(k, _)| env_refusal(k, env_granted).map(|why| (k, why)))
+        {
+            let message = format!(
+                "plugin `{}` tried to set the environment variable `{}` for `{program}`: {why}",
+                self.plugin,
+                name.escape_debug()
             );
             return Err(self.refuse(message));
         }
         let mut spec = CommandSpec::new(req.argv.clone());
         spec.env = req.env;
+        spec.environment = Environment::Minimal;
         spec.timeout = req.timeout;
         let label = req.label.unwrap_or_else(|| {
             Path::new(&program)
@@ -127,12 +161,31 @@ mod tests {
         assert!(!program_granted("fio", &g, None));
         let run = Path::new("/runs/r1");
         assert!(!program_granted("/runs/r1/stages/x/ceph", &g, Some(run)));
+        assert!(!program_granted(
+            "/tmp/../runs/r1/stages/x/ceph",
+            &g,
+            Some(run)
+        ));
     }
 
     #[test]
-    fn env_that_changes_the_program_is_forbidden() {
-        assert!(forbidden_env("PATH"));
-        assert!(forbidden_env("LD_PRELOAD"));
-        assert!(!forbidden_env("CEPH_ARGS"));
+    fn only_granted_valid_names_may_be_set() {
+        let granted = vec!["CEPH_ARGS".to_string(), "PATH".to_string()];
+        assert_eq!(env_refusal("CEPH_ARGS", &granted), None);
+        // Granted or not, these decide which program runs.
+        assert!(env_refusal("PATH", &granted).is_some());
+        assert!(env_refusal("LD_PRELOAD", &granted).is_some());
+        for name in [
+            "BASH_ENV",
+            "PYTHONPATH",
+            "BASH_FUNC_x%%",
+            "-S",
+            "",
+            "A=B",
+            "1X",
+            "IFS",
+        ] {
+            assert!(env_refusal(name, &granted).is_some(), "{name}");
+        }
     }
 }

@@ -1,21 +1,54 @@
-//! `http`: plain HTTP/1.1 requests to URL prefixes the pipeline grants
+//! `http`: plain HTTP requests to URL prefixes the pipeline grants
 //! (`grants: {http: ["http://127.0.0.1:7480/"]}`), e.g. a radosgw or a
 //! Prometheus exporter on the cluster under test.
 //!
-//! A deliberately small client (std's TcpStream, `Connection: close`, plain
-//! or chunked bodies): the runner has no HTTP stack and a plugin that needs
-//! TLS can exec `curl` instead. Redirects are not followed, so a granted
-//! prefix cannot bounce a request elsewhere.
+//! The plugin's request is treated as hostile text: the URL is parsed and
+//! checked against the grants by [`pipeline_stage_api::http_url`], headers that frame or
+//! route the message (`Host`, `Content-Length`, `Transfer-Encoding`,
+//! hop-by-hop headers) are refused, and the request is built by a maintained
+//! client (reqwest, which the object-gateway stages use anyway) from the
+//! parsed URL. Redirects are not followed (a granted server cannot bounce a
+//! request elsewhere), proxies from the environment are ignored (the grant
+//! names the server the request goes to).
+//!
+//! Time: one deadline for the whole exchange (connect, send, every byte of
+//! the answer), the earlier of the request's `timeout` and the stage's
+//! deadline, so a server trickling one byte a second cannot stretch it; and
+//! Ctrl-C ends the wait at once.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use url::Url;
 
 use super::{HostError, HostState, remaining};
+use crate::engine::TICK;
+use pipeline_stage_api::http_url::{self, UrlGrant};
 
 /// Largest response body a plugin may receive.
 pub const MAX_RESPONSE: usize = 64 << 20;
+/// A request's deadline when the plugin gives none.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const METHODS: [&str; 5] = ["GET", "HEAD", "PUT", "POST", "DELETE"];
+/// Headers the client owns: they frame the message or act on the
+/// connection, so a plugin setting them could smuggle a second request or
+/// reach another server (RFC 9110 section 7.6.1, RFC 9112 section 6).
+const FORBIDDEN_HEADERS: [&str; 12] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "http2-settings",
+];
 
 #[derive(Debug, Clone)]
 pub struct HttpRequest {
@@ -35,179 +68,245 @@ pub struct HttpResponse {
 
 impl HostState {
     pub fn http(&mut self, req: HttpRequest) -> Result<HttpResponse, HostError> {
-        let tried = format!("send `{} {}`", req.method, req.url);
-        let prefixes = self.setup.grants.http.clone();
-        self.require("http", !prefixes.is_empty(), &tried)?;
-        if !prefixes.iter().any(|p| req.url.starts_with(p.as_str())) {
+        // Escaped: a CR/LF or a terminal escape in the URL shows as `\r\n`,
+        // in messages and in plugin.log alike.
+        let tried = format!(
+            "send `{} {}`",
+            req.method.escape_debug(),
+            req.url.escape_debug()
+        );
+        let granted = self.setup.grants.http.clone();
+        self.require("http", !granted.is_empty(), &tried)?;
+        let mut grants = Vec::new();
+        for text in &granted {
+            match UrlGrant::parse(text) {
+                Ok(g) => grants.push(g),
+                Err(e) => {
+                    let message = format!(
+                        "plugin `{}` tried to {tried}, but the stage's grant `{text:?}` {e}; fix `grants.http`",
+                        self.plugin
+                    );
+                    return Err(self.refuse(message));
+                }
+            }
+        }
+        let url = match http_url::parse(&req.url) {
+            Ok(url) => url,
+            Err(e) => {
+                let message = format!(
+                    "plugin `{}` tried to {tried}, but the URL {e}; nothing was sent",
+                    self.plugin
+                );
+                return Err(self.refuse(message));
+            }
+        };
+        if !grants.iter().any(|g| g.allows(&url)) {
             let message = format!(
-                "plugin `{}` tried to {tried}, which the pipeline does not grant (grants.http: [{}])",
+                "plugin `{}` tried to {tried}, which the pipeline does not grant (grants.http: [{}]; parsed, the URL is `{url}`; a grant is a host, a port and a path prefix, compared exactly)",
                 self.plugin,
-                prefixes.join(", ")
+                granted.join(", ")
             );
             return Err(self.refuse(message));
         }
+        let method = req.method.to_ascii_uppercase();
+        if !METHODS.contains(&method.as_str()) {
+            let message = format!(
+                "plugin `{}` tried to {tried}; the methods it may use are {}",
+                self.plugin,
+                METHODS.join(", ")
+            );
+            return Err(self.refuse(message));
+        }
+        if let Err(problem) = check_headers(&req.headers) {
+            let message = format!("plugin `{}` tried to {tried} {problem}", self.plugin);
+            return Err(self.refuse(message));
+        }
         let mut timeout = req.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        if let Some(left) = remaining(self.setup.deadline) {
-            timeout = timeout.min(left);
-        }
-        self.log("http", &format!("{} {}", req.method, req.url));
-        self.timed(|_| send(&req, timeout))
-    }
-}
-
-/// `(host:port, path)` of an `http://` URL.
-fn split_url(url: &str) -> Result<(String, String), String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        format!("`{url}`: only plain http:// URLs are supported (use exec with curl for https)")
-    })?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    if authority.is_empty() || authority.contains('@') {
-        return Err(format!("`{url}`: expected http://host[:port]/path"));
-    }
-    let authority = if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
-        authority.to_string()
-    } else {
-        format!("{authority}:80")
-    };
-    Ok((authority, path.to_string()))
-}
-
-pub fn send(req: &HttpRequest, timeout: Duration) -> Result<HttpResponse, HostError> {
-    let fail = |m: String| HostError::Failed(m);
-    let (authority, path) = split_url(&req.url).map_err(fail)?;
-    let method = req.method.to_ascii_uppercase();
-    if !["GET", "HEAD", "PUT", "POST", "DELETE"].contains(&method.as_str()) {
-        return Err(fail(format!("unsupported HTTP method `{}`", req.method)));
-    }
-    let addr = authority
-        .to_socket_addrs()
-        .map_err(|e| fail(format!("{authority}: {e}")))?
-        .next()
-        .ok_or_else(|| fail(format!("{authority}: no address")))?;
-    let io = |e: std::io::Error| {
-        if matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ) {
-            HostError::Timeout(format!(
-                "{} {}: no answer within {:?}",
-                method, req.url, timeout
-            ))
-        } else {
-            HostError::Failed(format!("{} {}: {e}", method, req.url))
-        }
-    };
-    let mut stream =
-        TcpStream::connect_timeout(&addr, timeout.max(Duration::from_millis(1))).map_err(io)?;
-    stream
-        .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
-        .map_err(io)?;
-    stream
-        .set_write_timeout(Some(timeout.max(Duration::from_millis(1))))
-        .map_err(io)?;
-    let host = authority.trim_end_matches(":80");
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (k, v) in &req.headers {
-        if k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
-            return Err(fail(format!("invalid header `{k}`")));
-        }
-        if k.eq_ignore_ascii_case("host")
-            || k.eq_ignore_ascii_case("content-length")
-            || k.eq_ignore_ascii_case("connection")
+        let mut limit = "the request's timeout";
+        if let Some(left) = remaining(self.setup.deadline)
+            && left < timeout
         {
-            continue;
+            timeout = left;
+            limit = "the stage's deadline";
         }
-        head.push_str(&format!("{k}: {v}\r\n"));
+        self.log("http", &format!("{method} {url}"));
+        let exchange = Exchange {
+            method,
+            url,
+            headers: req.headers,
+            body: req.body,
+            timeout,
+            limit,
+        };
+        let cancelled = self.setup.cancelled.clone();
+        self.timed(|_| exchange.send(&cancelled))
     }
-    head.push_str(&format!("Content-Length: {}\r\n\r\n", req.body.len()));
-    stream.write_all(head.as_bytes()).map_err(io)?;
-    stream.write_all(&req.body).map_err(io)?;
-    let mut raw = Vec::new();
-    stream
-        .take(MAX_RESPONSE as u64 + 65536)
-        .read_to_end(&mut raw)
-        .map_err(io)?;
-    parse_response(&raw, method == "HEAD").map_err(|m| fail(format!("{} {}: {m}", method, req.url)))
 }
 
-fn parse_response(raw: &[u8], head_only: bool) -> Result<HttpResponse, String> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("incomplete response")?;
-    let head = String::from_utf8_lossy(&raw[..end]);
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line `{status_line}`"))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let body = &raw[end + 4..];
-    let chunked = headers.iter().any(|(k, v)| {
-        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
-    });
-    let body = if head_only {
-        Vec::new()
-    } else if chunked {
-        dechunk(body)?
-    } else {
-        body.to_vec()
-    };
-    if body.len() > MAX_RESPONSE {
-        return Err(format!("response larger than {} MiB", MAX_RESPONSE >> 20));
+/// Header names must be HTTP tokens, values free of control characters, and
+/// none may be one the client owns. `Err`: what is wrong, for the refusal.
+fn check_headers(headers: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(format!(
+                "with a header named {name:?}, which is not a valid header name"
+            ));
+        }
+        if FORBIDDEN_HEADERS
+            .iter()
+            .any(|f| name.eq_ignore_ascii_case(f))
+        {
+            return Err(format!(
+                "with a `{name}` header, which only the host sets (it frames or routes the request: {})",
+                FORBIDDEN_HEADERS.join(", ")
+            ));
+        }
+        // `HeaderValue` accepts obs-text but no CR, LF or NUL; refuse every
+        // other control character too (tab excepted, RFC 9110 5.5).
+        if value.chars().any(|c| c.is_control() && c != '\t')
+            || reqwest::header::HeaderValue::from_str(value).is_err()
+        {
+            return Err(format!(
+                "with header `{name}: {value:?}`, whose value holds a control character"
+            ));
+        }
     }
-    Ok(HttpResponse {
-        status,
-        headers,
-        body,
-    })
+    Ok(())
 }
 
-fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let eol = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("bad chunked body")?;
-        let size_text = String::from_utf8_lossy(&data[..eol]);
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| "bad chunk size")?;
-        data = &data[eol + 2..];
-        if size == 0 {
-            return Ok(out);
+/// A checked request, ready to go out.
+pub struct Exchange {
+    pub method: String,
+    pub url: Url,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub timeout: Duration,
+    /// What `timeout` is, for the message when it expires.
+    pub limit: &'static str,
+}
+
+impl Exchange {
+    /// Sends it and reads the whole answer within `timeout`, or gives up at
+    /// once when `cancelled` is set.
+    pub fn send(self, cancelled: &Arc<AtomicBool>) -> Result<HttpResponse, HostError> {
+        let deadline = tokio::time::Instant::from_std(Instant::now() + self.timeout);
+        let shown = format!("{} {}", self.method, self.url);
+        let (timeout, limit) = (self.timeout, self.limit);
+        let cancelled = cancelled.clone();
+        wasmtime_wasi::runtime::in_tokio(async move {
+            tokio::select! {
+                r = tokio::time::timeout_at(deadline, self.exchange()) => match r {
+                    Ok(r) => r.map_err(|e| HostError::Failed(format!("{shown}: {e}"))),
+                    Err(_) => Err(HostError::Timeout(format!(
+                        "{shown}: no complete answer within {} ({limit}, for the whole exchange)",
+                        pipeline_stage_api::exec::format_duration(timeout)
+                    ))),
+                },
+                () = watch(cancelled) => Err(HostError::Cancelled),
+            }
+        })
+    }
+
+    async fn exchange(self) -> Result<HttpResponse, String> {
+        let method =
+            reqwest::Method::from_bytes(self.method.as_bytes()).map_err(|e| e.to_string())?;
+        let mut request = client()?.request(method.clone(), self.url);
+        for (name, value) in &self.headers {
+            request = request.header(name.as_str(), value.as_str());
         }
-        if data.len() < size {
-            return Err("truncated chunked body".into());
+        if !self.body.is_empty()
+            || method == reqwest::Method::PUT
+            || method == reqwest::Method::POST
+        {
+            request = request.body(self.body);
         }
-        out.extend_from_slice(&data[..size]);
-        data = data.get(size + 2..).unwrap_or_default();
+        let mut response = request.send().await.map_err(describe)?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let too_large = || format!("the response is larger than {} MiB", MAX_RESPONSE >> 20);
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_RESPONSE as u64)
+        {
+            return Err(too_large());
+        }
+        // Counted while it arrives: a server cannot make the host buffer
+        // more than the cap before the check.
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(describe)? {
+            if body.len() + chunk.len() > MAX_RESPONSE {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// The client, built once: no proxy from the environment, no redirects,
+/// no pooled connections kept between a plugin's calls.
+fn client() -> Result<&'static reqwest::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .pool_max_idle_per_host(0)
+                .build()
+                .map_err(|e| format!("cannot start the HTTP client: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// reqwest's error with its causes (`error sending request: connection refused`).
+fn describe(e: reqwest::Error) -> String {
+    // The URL is already in the message, escaped.
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+/// Resolves when `cancelled` is set (checked every tick).
+pub async fn watch(cancelled: Arc<AtomicBool>) {
+    while !cancelled.load(Ordering::Relaxed) {
+        tokio::time::sleep(TICK).await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
 
-    #[test]
-    fn urls() {
-        assert_eq!(
-            split_url("http://127.0.0.1:7480/a?b").unwrap(),
-            ("127.0.0.1:7480".into(), "/a?b".into())
-        );
-        assert_eq!(split_url("http://h").unwrap(), ("h:80".into(), "/".into()));
-        assert!(split_url("https://h/").is_err());
+    fn exchange(url: String, timeout: Duration) -> Exchange {
+        Exchange {
+            method: "GET".into(),
+            url: http_url::parse(&url).unwrap(),
+            headers: vec![("Accept".into(), "text/plain".into())],
+            body: Vec::new(),
+            timeout,
+            limit: "the request's timeout",
+        }
     }
 
     #[test]
@@ -223,21 +322,34 @@ mod tests {
                 .unwrap();
             req
         });
-        let resp = send(
-            &HttpRequest {
-                method: "get".into(),
-                url: format!("http://127.0.0.1:{port}/x"),
-                headers: vec![("Accept".into(), "text/plain".into())],
-                body: Vec::new(),
-                timeout: Some(Duration::from_secs(5)),
-            },
-            Duration::from_secs(5),
+        let resp = exchange(
+            format!("http://127.0.0.1:{port}/x"),
+            Duration::from_secs(20),
         )
+        .send(&Arc::new(AtomicBool::new(false)))
         .unwrap();
         assert_eq!(resp.status, 200);
         assert_eq!(resp.body, b"hello world");
-        let req = server.join().unwrap();
-        assert!(req.starts_with("GET /x HTTP/1.1\r\n"), "{req}");
-        assert!(req.contains("Accept: text/plain\r\n"), "{req}");
+        let req = server.join().unwrap().to_ascii_lowercase();
+        assert!(req.starts_with("get /x http/1.1\r\n"), "{req}");
+        assert!(req.contains("accept: text/plain\r\n"), "{req}");
+    }
+
+    #[test]
+    fn forbidden_and_malformed_headers_are_refused() {
+        let h = |k: &str, v: &str| check_headers(&[(k.to_string(), v.to_string())]);
+        assert!(h("X-Ok", "fine\tvalue").is_ok());
+        for name in [
+            "Transfer-Encoding",
+            "content-length",
+            "Host",
+            "Connection",
+            "TE",
+        ] {
+            assert!(h(name, "x").is_err(), "{name}");
+        }
+        assert!(h("X-A\r\nX-B", "1").is_err());
+        assert!(h("X-A", "1\r\nX-B: 2").is_err());
+        assert!(h("X-A", "1\u{1b}[2J").is_err());
     }
 }

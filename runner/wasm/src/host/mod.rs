@@ -27,6 +27,9 @@
 pub mod exec;
 pub mod files;
 pub mod http;
+pub mod program;
+pub mod quota;
+pub mod wait;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,6 +50,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::limits::{CallClock, Limits, MemoryCap};
+use quota::{ProgressGate, Quota};
 
 /// Which export is being called: host functions that act on the world are
 /// only available during `run`.
@@ -104,6 +108,8 @@ pub struct CallSetup {
     pub phase: Phase,
     pub grants: Grants,
     pub work_dir: Option<PathBuf>,
+    /// The run folder: `exec` never runs a program from inside it.
+    pub run_dir: Option<PathBuf>,
     pub info: StageInfo,
     pub requests: Option<mpsc::Sender<Request>>,
     pub cancelled: Arc<AtomicBool>,
@@ -117,6 +123,7 @@ impl CallSetup {
             phase,
             grants: Grants::default(),
             work_dir: None,
+            run_dir: None,
             info: StageInfo {
                 instance_id: String::new(),
                 run_id: String::new(),
@@ -140,8 +147,18 @@ pub struct HostState {
     pub memory: MemoryCap,
     /// Metrics sent with `emit-metric`.
     pub metrics: Vec<Metric>,
-    /// Every request refused, in order; the stage fails with them.
+    /// Every request refused, in order (the first [`REFUSALS_KEPT`]); the
+    /// stage fails with them.
     pub refusals: Vec<String>,
+    /// Refusals past the first [`REFUSALS_KEPT`], counted only (a flood of
+    /// refused calls must not grow the host's memory).
+    pub refusals_dropped: usize,
+    /// What the plugin may hand the host ([`quota`]).
+    pub quota: Quota,
+    /// Bytes written to `plugin.log` so far, and whether it is full.
+    log_written: u64,
+    log_full: bool,
+    progress_gate: ProgressGate,
     /// What the guest wrote to stderr (a Rust panic message, a Python traceback).
     pub stderr: MemoryOutputPipe,
     wasi: WasiCtx,
@@ -159,6 +176,9 @@ impl WasiView for HostState {
 
 /// Bytes of guest stderr kept (the end of a traceback is what matters).
 const STDERR_CAPACITY: usize = 64 << 10;
+
+/// Refusal messages kept for the stage's error; the rest are counted.
+pub const REFUSALS_KEPT: usize = 16;
 
 impl HostState {
     pub fn new(plugin: &str, capabilities: &[String], setup: CallSetup, limits: &Limits) -> Self {
@@ -184,6 +204,11 @@ impl HostState {
             memory: MemoryCap { cap: limits.memory },
             metrics: Vec::new(),
             refusals: Vec::new(),
+            refusals_dropped: 0,
+            quota: Quota::default(),
+            log_written: 0,
+            log_full: false,
+            progress_gate: ProgressGate::default(),
             stderr,
             wasi,
             table: ResourceTable::new(),
@@ -237,30 +262,85 @@ impl HostState {
     /// Records a refusal; the stage will fail with it whatever the guest does next.
     pub fn refuse(&mut self, message: String) -> HostError {
         self.log("refused", &message);
-        self.refusals.push(message.clone());
+        if self.refusals.len() < REFUSALS_KEPT {
+            self.refusals.push(message.clone());
+        } else {
+            self.refusals_dropped += 1;
+        }
         HostError::Denied(message)
     }
 
-    /// Appends to `plugin.log` in the work folder (only during `run`).
+    /// Appends to `plugin.log` in the work folder (only during `run`), up
+    /// to [`Quota::log_bytes`]: then one marker line, and nothing more.
     pub fn log(&mut self, level: &str, message: &str) {
-        if let Some(dir) = &self.setup.work_dir
-            && let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir.join("plugin.log"))
+        let Some(dir) = &self.setup.work_dir else {
+            return;
+        };
+        if self.log_full {
+            return;
+        }
+        let cut = quota::clip(message, self.quota.message_bytes);
+        let mut line = format!("{level:7} {cut}");
+        if cut.len() < message.len() {
+            line.push_str(&format!(
+                " [... cut: {} bytes, over the limit of {} per message (`message_bytes`)]",
+                message.len(),
+                self.quota.message_bytes
+            ));
+        }
+        line.push('\n');
+        if self.log_written + line.len() as u64 > self.quota.log_bytes {
+            self.log_full = true;
+            line = format!(
+                "[plugin.log truncated: it reached its limit of {} bytes (`log_bytes`); later messages are dropped]\n",
+                self.quota.log_bytes
+            );
+        }
+        // Never through a link left in its place (see `safe_fs`).
+        if let Ok(mut f) = pipeline_stage_api::safe_fs::append(&dir.join("plugin.log"))
+            && f.write_all(line.as_bytes()).is_ok()
         {
-            let _ = writeln!(f, "{level:7} {message}");
+            self.log_written += line.len() as u64;
         }
     }
 
+    /// A status line for the terminal: shortened to
+    /// [`Quota::progress_bytes`], at most one per
+    /// [`Quota::progress_interval`] (the engine strips control characters).
     pub fn progress(&mut self, message: &str) {
+        if !self
+            .progress_gate
+            .admit(Instant::now(), self.quota.progress_interval)
+        {
+            return;
+        }
         if let Some(tx) = &self.setup.requests {
-            let _ = tx.send(Request::Progress(message.to_string()));
+            let shown = quota::shorten(message, self.quota.progress_bytes);
+            let _ = tx.send(Request::Progress(shown));
         }
     }
 
+    /// A metric reported during `run`: checked now (name, labels, a finite
+    /// value) and counted against [`Quota::metrics`].
     pub fn emit_metric(&mut self, metric: Metric) {
-        self.metrics.push(metric);
+        if self.metrics.len() >= self.quota.metrics {
+            let message = format!(
+                "plugin `{}` emitted more than {} metrics, the limit per stage (`metrics`)",
+                self.plugin, self.quota.metrics
+            );
+            self.refuse(message);
+            return;
+        }
+        match self.quota.metric(&metric) {
+            Ok(()) => self.metrics.push(metric),
+            Err(e) => {
+                let message = format!(
+                    "plugin `{}` emitted a metric the host refuses: {e}",
+                    self.plugin
+                );
+                self.refuse(message);
+            }
+        }
     }
 
     /// Runs `f` as host time: not counted against the guest's compute budget.

@@ -32,6 +32,7 @@ impl Plugin {
     pub fn link(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        crate::host::wait::add_to_linker(&mut linker)?;
         Stage::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         let pre = StagePre::new(linker.instantiate_pre(component)?)?;
         Ok(Plugin { pre })
@@ -233,14 +234,15 @@ fn to_json(v: wit::Value) -> Result<Json, String> {
         wit::Value::Boolean(b) => Json::Bool(b),
         wit::Value::TextList(l) => Json::from(l),
         wit::Value::IntegerList(l) => Json::from(l),
+        // A non-finite number is refused, not written as `null`.
         wit::Value::NumberList(l) => Json::Array(
             l.into_iter()
                 .map(|n| {
                     serde_json::Number::from_f64(n)
                         .map(Json::Number)
-                        .unwrap_or(Json::Null)
+                        .ok_or_else(|| format!("{n} is not a finite number"))
                 })
-                .collect(),
+                .collect::<Result<_, _>>()?,
         ),
         wit::Value::BooleanList(l) => Json::from(l),
         wit::Value::Json(text) => {

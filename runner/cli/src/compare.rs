@@ -1,0 +1,213 @@
+//! `pipeline compare BASELINE CANDIDATE...`: loads the runs, compares them
+//! (pipeline_engine::compare), prints or writes Markdown or JSON, and exits
+//! 1 when a metric is worse past its threshold. Also `pipeline runs list`
+//! and `pipeline history` (pipeline_engine::history): runs over time.
+
+use std::path::{Path, PathBuf};
+
+use pipeline_engine::compare::{self, CompareOptions, Side};
+use pipeline_engine::report::format_value;
+use pipeline_engine::results::RunResults;
+
+use crate::commands::{EXIT_INVALID, EXIT_OK, EXIT_RUN_FAILED};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Markdown,
+    Json,
+}
+
+/// A run folder, or a results.json file itself.
+fn load(path: &Path) -> Result<RunResults, String> {
+    if path.is_dir() {
+        return RunResults::load(path).map_err(|e| e.to_string());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "{}: {} (give a run folder or its results.json)",
+            path.display(),
+            e.kind()
+        )
+    })?;
+    RunResults::parse(&text, path).map_err(|e| e.to_string())
+}
+
+/// One line per regression, for stderr.
+pub fn regression_line(r: &compare::Regression) -> String {
+    let labels: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(
+        "regression: {} {}{}: {} -> {} ({}), past its threshold of {}%",
+        r.stage,
+        r.metric,
+        if labels.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", labels.join(", "))
+        },
+        format_value(r.baseline, &r.unit),
+        format_value(r.value, &r.unit),
+        r.change_percent
+            .map_or("from zero".to_string(), |p| format!("{p:+.1}%")),
+        r.threshold_percent
+    )
+}
+
+pub fn run(
+    baseline: &Path,
+    candidates: &[PathBuf],
+    thresholds: &[String],
+    format: Format,
+    out: Option<&Path>,
+) -> u8 {
+    let mut errors = Vec::new();
+    let mut options = CompareOptions::default();
+    for spec in thresholds {
+        if let Err(e) = options.thresholds.add(spec) {
+            errors.push(format!("--threshold {e}"));
+        }
+    }
+    let mut loaded = Vec::new();
+    for path in std::iter::once(baseline).chain(candidates.iter().map(PathBuf::as_path)) {
+        match load(path) {
+            Ok(r) => loaded.push((path.display().to_string(), r)),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        for e in &errors {
+            eprintln!("error: {e}");
+        }
+        return EXIT_INVALID;
+    }
+    let sides: Vec<Side> = loaded
+        .iter()
+        .map(|(source, results)| Side {
+            source: source.clone(),
+            results,
+        })
+        .collect();
+    let comparison = compare::compare(&sides[0], &sides[1..], &options);
+    let text = match (format, out) {
+        (Format::Markdown, Some(file)) => match charts_next_to(&comparison, file) {
+            Ok(charts) => compare::markdown::render_with_charts(&comparison, &charts),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_INVALID;
+            }
+        },
+        (Format::Markdown, None) => compare::markdown::render(&comparison),
+        (Format::Json, _) => serde_json::to_string_pretty(&comparison).unwrap_or_default() + "\n",
+    };
+    match out {
+        Some(file) => {
+            if let Err(e) = std::fs::write(file, &text) {
+                eprintln!("error: writing {}: {e}", file.display());
+                return EXIT_INVALID;
+            }
+            println!("comparison: {}", file.display());
+        }
+        None => print!("{text}"),
+    }
+    if comparison.regressions.is_empty() {
+        EXIT_OK
+    } else {
+        for r in &comparison.regressions {
+            eprintln!("{}", regression_line(r));
+        }
+        EXIT_RUN_FAILED
+    }
+}
+
+/// Draws the comparison's charts into `FILE-charts/` next to the Markdown
+/// `file` and returns them linked relative to it (stdout gets no charts:
+/// there is no folder to put them in).
+fn charts_next_to(
+    comparison: &compare::Comparison,
+    file: &Path,
+) -> Result<Vec<compare::markdown::Embedded>, String> {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "comparison".to_string());
+    let folder = format!("{stem}-charts");
+    let dir = file.with_file_name(&folder);
+    let charts = compare::charts::write_charts(comparison, &dir)
+        .map_err(|e| format!("writing the charts into {}: {e}", dir.display()))?;
+    Ok(charts
+        .into_iter()
+        .map(|c| compare::markdown::Embedded {
+            title: c.title,
+            path: format!("{folder}/{}", c.file),
+        })
+        .collect())
+}
+
+fn runs_in(dir: &Path) -> Result<Vec<pipeline_engine::history::RunEntry>, u8> {
+    pipeline_engine::history::list_runs(dir).map_err(|e| {
+        eprintln!(
+            "error: {}: {e} (give the folder that holds the run folders)",
+            dir.display()
+        );
+        EXIT_INVALID
+    })
+}
+
+pub fn runs_list(dir: &Path) -> u8 {
+    match runs_in(dir) {
+        Ok(entries) => {
+            if entries.is_empty() {
+                println!("no runs in {}", dir.display());
+            } else {
+                print!("{}", pipeline_engine::history::runs_table(&entries));
+            }
+            EXIT_OK
+        }
+        Err(code) => code,
+    }
+}
+
+pub fn history(
+    dir: &Path,
+    metric: &str,
+    stage: Option<&str>,
+    threshold: f64,
+    format: Format,
+    chart: Option<&Path>,
+) -> u8 {
+    if !(threshold.is_finite() && threshold >= 0.0) {
+        eprintln!("error: --threshold {threshold}: a percentage of 0 or more");
+        return EXIT_INVALID;
+    }
+    let entries = match runs_in(dir) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let lines = pipeline_engine::history::history(&entries, metric, stage, threshold);
+    if let Some(file) = chart {
+        use pipeline_engine::report::charts::over_runs::history_chart;
+        match history_chart(metric, &lines, threshold) {
+            Some((svg, notes)) => {
+                if let Err(e) = std::fs::write(file, svg) {
+                    eprintln!("error: writing {}: {e}", file.display());
+                    return EXIT_INVALID;
+                }
+                for n in notes {
+                    eprintln!("note: {n}");
+                }
+                eprintln!("chart: {}", file.display());
+            }
+            None => eprintln!("note: no run has {metric}: no chart written"),
+        }
+    }
+    match format {
+        Format::Markdown => print!(
+            "{}",
+            pipeline_engine::history::history_table(metric, &lines, threshold)
+        ),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&lines).unwrap_or_default()
+        ),
+    }
+    EXIT_OK
+}

@@ -1,0 +1,302 @@
+//! `pipeline compare` on two real runs of full-baseline (tests/compare/):
+//! golden Markdown and JSON, the exit code as a CI gate, and errors.
+
+mod common;
+
+use serde_json::Value;
+
+const BASELINE: &str = "tests/compare/full-baseline-1.results.json";
+const CANDIDATE: &str = "tests/compare/full-baseline-2.results.json";
+
+fn text(out: &std::process::Output) -> (Option<i32>, String, String) {
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn markdown_and_json_match_golden_files() {
+    for (format, golden) in [
+        ("markdown", "tests/compare/full-baseline-1-vs-2.md"),
+        ("json", "tests/compare/full-baseline-1-vs-2.json"),
+    ] {
+        let out = common::pipeline(&["compare", BASELINE, CANDIDATE, "--format", format]);
+        let (code, stdout, stderr) = text(&out);
+        // Single noisy runs: the threshold alone decides, and some headline
+        // figures moved past 5%.
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.starts_with("regression: "), "{stderr}");
+        if let Some(diff) = common::golden(&common::root().join(golden), &stdout) {
+            panic!("{diff}");
+        }
+    }
+}
+
+#[test]
+fn a_run_against_itself_has_no_regression() {
+    let out = common::pipeline(&["compare", BASELINE, BASELINE, "--format", "json"]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stderr}");
+    let c: Value = serde_json::from_str(&stdout).unwrap();
+    let mut judged = 0;
+    for stage in c["stages"].as_array().unwrap() {
+        for m in stage["metrics"].as_array().unwrap() {
+            let verdict = &m["candidates"][0]["verdict"];
+            assert!(
+                verdict == "no_significant_change" || verdict == "not_judged",
+                "{}: {verdict}",
+                m["name"]
+            );
+            judged += usize::from(verdict == "no_significant_change");
+        }
+    }
+    assert!(judged > 50, "only {judged} metrics were judged");
+}
+
+/// The gate: a copy of the baseline with rados bench write bandwidth cut by
+/// 30% fails, naming the stage, the metric, both values and the change.
+#[test]
+fn bandwidth_cut_by_30_percent_fails_the_gate() {
+    let mut r: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::root().join(BASELINE)).unwrap())
+            .unwrap();
+    let stage = r["stages"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["id"] == "rados-write")
+        .expect("rados-write stage");
+    let mut before = 0.0;
+    for m in stage["metrics"].as_array_mut().unwrap() {
+        if m["name"] == "bandwidth" {
+            before = m["value"].as_f64().unwrap();
+            m["value"] = Value::from(before * 0.7);
+        }
+    }
+    assert!(before > 0.0);
+    let dir = common::temp_dir("compare-cut");
+    let cut = dir.join("results.json");
+    std::fs::write(&cut, serde_json::to_string(&r).unwrap()).unwrap();
+    let out = common::pipeline(&["compare", BASELINE, dir.to_str().unwrap()]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "only the cut metric regressed: {stderr}");
+    assert!(
+        lines[0].starts_with("regression: rados-write bandwidth (mode=write): ")
+            && lines[0].ends_with("(-30.0%), past its threshold of 5%"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("## Regressions\n\n- **rados-write** `bandwidth`"),
+        "{stdout}"
+    );
+    // A looser threshold for bandwidth lets it pass.
+    let out = common::pipeline(&[
+        "compare",
+        BASELINE,
+        dir.to_str().unwrap(),
+        "--threshold",
+        "bandwidth=-35%",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).2);
+}
+
+#[test]
+fn unreadable_inputs_and_bad_thresholds_are_all_reported() {
+    let out = common::pipeline(&[
+        "compare",
+        "/nonexistent/run",
+        "tests/compare/README.md",
+        "--threshold",
+        "bandwidth",
+    ]);
+    let (code, _, stderr) = text(&out);
+    assert_eq!(code, Some(2));
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{stderr}");
+    assert!(
+        lines[0].starts_with("error: --threshold `bandwidth`: expected METRIC=PERCENT"),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].starts_with("error: /nonexistent/run: "),
+        "{stderr}"
+    );
+    assert!(
+        lines[2].starts_with("error: tests/compare/README.md"),
+        "{stderr}"
+    );
+}
+
+/// A runs folder of the two full-baseline runs and a broken one.
+fn runs_folder(name: &str) -> std::path::PathBuf {
+    let dir = common::temp_dir(&format!("compare-runs-{name}"));
+    for (name, file) in [("first", BASELINE), ("second", CANDIDATE)] {
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        std::fs::copy(
+            common::root().join(file),
+            dir.join(name).join("results.json"),
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(dir.join("broken")).unwrap();
+    std::fs::write(dir.join("broken/results.json"), "{\"schema_version\": 2,").unwrap();
+    std::fs::create_dir_all(dir.join("not-a-run")).unwrap();
+    dir
+}
+
+#[test]
+fn runs_are_listed_oldest_first_and_broken_ones_named() {
+    let dir = runs_folder("list");
+    let out = common::pipeline(&["runs", "list", dir.to_str().unwrap()]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: Vec<&str> = stdout.lines().skip(2).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(
+        rows[0].starts_with("| first | full-baseline | 2026-12-01T00:45:10.765Z | succeeded |"),
+        "{stdout}"
+    );
+    assert!(
+        rows[1].starts_with("| second | full-baseline | 2026-12-01T00:46:03.673Z | succeeded |"),
+        "{stdout}"
+    );
+    assert!(rows[2].starts_with("| broken | unreadable: "), "{stdout}");
+}
+
+#[test]
+fn history_marks_where_the_gate_would_have_fired() {
+    let dir = runs_folder("history");
+    let out = common::pipeline(&[
+        "history",
+        dir.to_str().unwrap(),
+        "--metric",
+        "bandwidth",
+        "--stage",
+        "rados-read",
+        "--format",
+        "json",
+    ]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Value = serde_json::from_str(&stdout).unwrap();
+    let by_stage = |id: &str| {
+        lines
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["stage"] == id)
+            .unwrap_or_else(|| panic!("no line for {id}: {stdout}"))
+            .clone()
+    };
+    // The same figures `compare` judged: random reads fell 26.9%.
+    let rand = by_stage("rados-read[mode=rand]");
+    let points = rand["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["gate_fired"], false);
+    assert_eq!(points[1]["gate_fired"], true);
+    assert!((points[1]["change_percent"].as_f64().unwrap() + 26.9).abs() < 0.05);
+    assert_eq!(
+        by_stage("rados-read[mode=seq]")["points"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn out_file_gets_charts_next_to_it_and_stdout_none() {
+    let dir = common::temp_dir("compare-charts");
+    let file = dir.join("cmp.md");
+    let out = common::pipeline(&[
+        "compare",
+        BASELINE,
+        CANDIDATE,
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    let (code, _, stderr) = text(&out);
+    assert_eq!(code, Some(1), "{stderr}");
+    let md = std::fs::read_to_string(&file).unwrap();
+    let links: Vec<&str> = md
+        .lines()
+        .filter_map(|l| l.strip_prefix("![")?.rsplit_once("](")?.1.strip_suffix(')'))
+        .collect();
+    assert!(links.contains(&"cmp-charts/latency_avg.svg"), "{md}");
+    for link in &links {
+        let svg = std::fs::read_to_string(dir.join(link)).unwrap();
+        roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{link}: {e}"));
+    }
+    // Without the charts the file is what stdout prints.
+    let stdout = common::pipeline(&["compare", BASELINE, CANDIDATE]);
+    let printed = String::from_utf8_lossy(&stdout.stdout);
+    assert!(!printed.contains("## Charts") && !printed.contains("!["));
+    let charts_section = md
+        .split("## Charts\n")
+        .nth(1)
+        .and_then(|rest| rest.split_once("\n## ").map(|(_, after)| after))
+        .unwrap();
+    assert!(printed.ends_with(charts_section), "{md}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn history_chart_rings_the_run_where_the_gate_fired() {
+    let dir = runs_folder("chart");
+    let chart = dir.join("bandwidth.svg");
+    let out = common::pipeline(&[
+        "history",
+        dir.to_str().unwrap(),
+        "--metric",
+        "bandwidth",
+        "--stage",
+        "rados-read",
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("# History of `bandwidth`"), "{stdout}");
+    assert!(stderr.contains("chart: "), "{stderr}");
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let lines = doc
+        .descendants()
+        .find(|n| n.attribute("class") == Some("lines"))
+        .unwrap();
+    // Two lines (seq and rand), and one ring: rand in the second run.
+    assert_eq!(
+        lines
+            .children()
+            .filter(|n| n.has_tag_name("polyline"))
+            .count(),
+        2
+    );
+    let rings: Vec<_> = lines
+        .children()
+        .filter(|n| n.attribute("class") == Some("ring"))
+        .collect();
+    assert_eq!(rings.len(), 1, "{svg}");
+    let plot: Vec<f64> = lines
+        .attribute("data-plot")
+        .unwrap()
+        .split(' ')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let num = |n: roxmltree::Node, k: &str| n.attribute(k).unwrap().parse::<f64>().unwrap();
+    let (x_min, x_max) = (num(lines, "data-x-min"), num(lines, "data-x-max"));
+    let (y_min, y_max) = (num(lines, "data-y-min"), num(lines, "data-y-max"));
+    let run = x_min + (num(rings[0], "cx") - plot[0]) / plot[2] * (x_max - x_min);
+    let value = y_min + (1.0 - (num(rings[0], "cy") - plot[1]) / plot[3]) * (y_max - y_min);
+    assert!((run - 1.0).abs() < 0.01, "{run}");
+    // rados-read[mode=rand] in the second run: 1142.5 MiB/s.
+    assert!(
+        (value - 1142.5 * 1048576.0).abs() < (y_max - y_min) / 200.0 * 0.06,
+        "{value}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
