@@ -92,7 +92,10 @@ impl TypedStage for Exec {
             per_host: true,
             requires: Vec::new(),
             outputs: vec![
-                OutputSpec::new("stdout", "The command's standard output, trimmed."),
+                OutputSpec::new(
+                    "stdout",
+                    "The command's standard output, trimmed (its first 64 KiB; the raw file keeps all).",
+                ),
                 OutputSpec::new("exit_code", "The exit code."),
             ],
             metrics: Vec::new(),
@@ -146,6 +149,8 @@ impl TypedStage for Exec {
         if let Some(t) = config.timeout {
             spec = spec.timeout(t.0.max(Duration::from_millis(1)));
         }
+        // Metrics are read from the first READ_BACK bytes; the file keeps all.
+        ctx.limit_read_back(Some(READ_BACK));
         let out = ctx.run("command", &spec)?;
         let code = match out.exit {
             pipeline_stage_api::exec::Exit::Code(c) => c,
@@ -182,14 +187,33 @@ impl TypedStage for Exec {
             metrics,
             ..Default::default()
         };
-        output.outputs.insert(
-            "stdout".into(),
-            Value::String(out.stdout.trim().to_string()),
-        );
+        let stdout = out.stdout.trim();
+        let kept = if stdout.len() > STDOUT_OUTPUT {
+            let cut = (0..=STDOUT_OUTPUT)
+                .rev()
+                .find(|&i| stdout.is_char_boundary(i))
+                .unwrap_or(0);
+            output.notes.push(format!(
+                "stdout is {} bytes: the `stdout` output keeps its first {} KiB (the command's .stdout file has all of it)",
+                stdout.len(),
+                STDOUT_OUTPUT >> 10
+            ));
+            &stdout[..cut]
+        } else {
+            stdout
+        };
+        output
+            .outputs
+            .insert("stdout".into(), Value::String(kept.to_string()));
         output.outputs.insert("exit_code".into(), json!(code));
         Ok(output)
     }
 }
+
+/// Bytes of the command's stdout and stderr read back for metrics.
+const READ_BACK: u64 = 16 << 20;
+/// Bytes of stdout kept as the `stdout` output (in results.json).
+const STDOUT_OUTPUT: usize = 64 << 10;
 
 fn argv(config: &Config) -> Vec<String> {
     match &config.shell {

@@ -123,6 +123,11 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
             return EXIT_RUN_FAILED;
         }
     };
+    // Processes a stage starts that leave its process group (setsid) come
+    // back to the runner, which stops them after the stage.
+    if let Err(e) = pipeline_engine::orphans::adopt() {
+        eprintln!("warning: cannot become the subreaper of the run's processes: {e}");
+    }
     let registry = registry();
     let overrides = match parse_sets(sets) {
         Ok(o) => o,
@@ -195,6 +200,71 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_RUN_FAILED
+        }
+    }
+}
+
+/// `pipeline cleanup RUN_DIR`: removes what a run that could not clean up
+/// left behind, with the suite's own cleanup stages.
+pub fn cleanup(run_dir: &Path) -> u8 {
+    use pipeline_engine::recovery::{self, RecoveryError};
+    let signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    // Processes a stage starts that leave its process group (setsid) come
+    // back to the runner, which stops them after the stage.
+    if let Err(e) = pipeline_engine::orphans::adopt() {
+        eprintln!("warning: cannot become the subreaper of the run's processes: {e}");
+    }
+    let registry = registry();
+    match recovery::clean_up(run_dir, &registry, &signals, Progress::auto()) {
+        Ok(done) => {
+            if done.was_running {
+                println!(
+                    "{}: the run had stopped without finishing (its process is gone); its status is now `failed`",
+                    run_dir.display()
+                );
+            }
+            if done.removed.is_empty() && done.left.is_empty() {
+                println!("{}: nothing to clean up", run_dir.display());
+            }
+            for r in &done.removed {
+                println!("removed: {} `{}`", r.kind, r.name);
+            }
+            for (r, why) in &done.left {
+                println!("left: {} `{}`: {why}", r.kind, r.name);
+            }
+            println!(
+                "results: {}",
+                run_dir
+                    .join(pipeline_engine::results::RESULTS_FILE)
+                    .display()
+            );
+            if done.left.is_empty() {
+                EXIT_OK
+            } else {
+                EXIT_RUN_FAILED
+            }
+        }
+        Err(RecoveryError::Suite(d)) => {
+            eprintln!(
+                "error: the suite saved in {} no longer compiles, so its cleanup stages cannot run:",
+                run_dir.display()
+            );
+            print_diagnostics(&d);
+            EXIT_INVALID
+        }
+        Err(e @ RecoveryError::Lock(_)) => {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
         }
     }
 }

@@ -57,6 +57,9 @@ enum Command {
     },
     /// Re-render report.md of a run folder from its results.json.
     Report { run_dir: PathBuf },
+    /// Remove what a run created and did not remove (it was killed, or its
+    /// cleanup failed), with the suite's own cleanup stages; idempotent.
+    Cleanup { run_dir: PathBuf },
     /// Past runs in a runs folder.
     Runs {
         #[command(subcommand)]
@@ -197,6 +200,7 @@ fn main() -> ExitCode {
             only,
         } => commands::run(&file, &set, out, &only),
         Command::Report { run_dir } => commands::report(&run_dir),
+        Command::Cleanup { run_dir } => commands::cleanup(&run_dir),
         Command::Runs {
             command: RunsCommand::List { dir },
         } => compare::runs_list(&dir),

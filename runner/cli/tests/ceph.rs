@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -12,40 +11,7 @@ use serde_json::Value;
 
 static CLUSTER: Mutex<()> = Mutex::new(());
 
-fn conf() -> String {
-    std::env::var("CEPH_CONF").expect(
-        "CEPH_CONF is not set: these tests need a cluster; run them through scripts/test.sh, \
-         which starts the sandbox (or `eval \"$(pipeline sandbox env)\"` first)",
-    )
-}
-
-/// `ceph ARGS` against the test cluster; (success, stdout+stderr).
-fn ceph(program: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg(program)
-        .args(["--conf", &conf()])
-        .args(args)
-        .output()
-        .expect("run ceph");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn pools() -> Vec<String> {
-    let (ok, text) = ceph("ceph", &["osd", "pool", "ls", "--format", "json"]);
-    assert!(ok, "{text}");
-    let all: Vec<String> = serde_json::from_str(text.trim()).unwrap();
-    // radosgw creates its bucket pools itself when the first bucket is made
-    // (by whichever test runs s3-bench first): the gateway's, never the run's.
-    all.into_iter()
-        .filter(|p| !p.starts_with("default.rgw.buckets."))
-        .collect()
-}
+use common::cluster::{ceph, pools};
 
 fn delete_pool(pool: &str) {
     ceph(

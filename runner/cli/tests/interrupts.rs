@@ -112,6 +112,10 @@ fn check_interrupted(sig: i32, name: &str) {
     assert_eq!(statuses, ["succeeded", "cancelled", "cancelled"]);
     assert_eq!(r["cleanup"][0]["status"], "succeeded");
     assert!(run_dir.join("report.md").exists());
+    assert!(
+        ended(slow_pid(&run_dir)),
+        "the interrupted command lives on"
+    );
 }
 
 #[test]
@@ -136,17 +140,94 @@ fn finished_stages_survive_sigkill() {
     assert_eq!(stages.len(), 1, "{r:#}");
     assert_eq!(stages[0]["id"], "quick");
     assert_eq!(stages[0]["status"], "succeeded");
-    // The killed runner's child is in its own process group and outlives it;
-    // stop it by the pid it wrote, so the test leaves nothing behind.
-    let pid_file = run_dir.parent().unwrap().join("slow.pid");
-    if let Some(pid) = std::fs::read_to_string(pid_file)
-        .ok()
-        .and_then(|p| p.trim().parse::<i32>().ok())
-    {
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
+    // The command the runner was waiting for dies with it (its own process
+    // group does not save it: it gets SIGKILL when its parent dies).
+    assert!(
+        ended(slow_pid(&run_dir)),
+        "the slow command outlived the runner"
+    );
+    // The run's lock died with it: `pipeline cleanup` may work on the folder
+    // (nothing was created here), and marks the dead run failed.
+    let out = common::pipeline(&["cleanup", run_dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("nothing to clean up"), "{text}");
+    assert_eq!(results(&run_dir).unwrap()["status"], "failed");
+}
+
+/// The pid the slow stage's shell wrote.
+fn slow_pid(run_dir: &Path) -> i32 {
+    let file = run_dir.parent().unwrap().join("slow.pid");
+    std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{file:?}: {e}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Whether `pid` has ended (gone, or a zombie), waiting up to 10 s.
+fn ended(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_string()));
+        match state {
+            None => return true,
+            Some(s) if s.starts_with('Z') || s.starts_with('X') => return true,
+            Some(_) if Instant::now() > deadline => return false,
+            Some(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+}
+
+/// A stage whose command leaves processes behind, in its group (`&`) and
+/// out of it (`setsid`): the stage ends, and neither lives on; the escaped
+/// one is named in the stage's record.
+#[test]
+fn processes_a_stage_leaves_behind_do_not_outlive_it() {
+    let dir = common::temp_dir("leftover-processes");
+    let (in_group, escaped) = (dir.join("in-group.pid"), dir.join("escaped.pid"));
+    let file = dir.join("leftovers.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: leftovers\nstages:\n  - id: leaves-two\n    uses: exec\n    with:\n      command: [sh, -c, \"sleep 300 & echo $! > {0}; setsid sh -c 'echo $$ > {1}; exec sleep 301' & while [ ! -s {1} ]; do sleep 0.01; done\"]\n  - id: next\n    uses: exec\n    with: {{command: [echo, next]}}\n",
+            in_group.display(),
+            escaped.display(),
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let out = common::pipeline(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for pid_file in [&in_group, &escaped] {
+        let pid: i32 = std::fs::read_to_string(pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(ended(pid), "{pid_file:?}: still running");
+    }
+    let r = results(&run_dir).unwrap();
+    let notes = r["stages"][0]["notes"].to_string();
+    let escaped_pid = std::fs::read_to_string(&escaped).unwrap();
+    assert!(
+        notes.contains("stopped 1 process(es) the stage left running: ")
+            && notes.contains(&format!("(pid {})", escaped_pid.trim())),
+        "{notes}"
+    );
+    assert!(r["stages"][1]["notes"].is_null(), "{r:#}");
 }
 
 /// A stage interrupted mid-measurement still removes what it made on the

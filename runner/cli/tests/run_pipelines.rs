@@ -79,9 +79,13 @@ fn run_shape(case: &Path) -> (Value, String) {
         "files": files,
         "report_headings": headings,
     });
+    // Every file of the run folder, raw command outputs included; but the
+    // suite's own copy, which holds what its author wrote (a default).
     let mut texts = String::new();
-    for f in ["results.json", "report.md", "plan.txt"] {
-        texts.push_str(&std::fs::read_to_string(run_dir.join(f)).unwrap_or_default());
+    for f in files.iter().filter(|f| *f != "pipeline.yaml") {
+        texts.push_str(&String::from_utf8_lossy(
+            &std::fs::read(run_dir.join(f)).unwrap_or_default(),
+        ));
     }
     assert!(
         stdout.contains(&format!("report: {}", run_dir.join("report.md").display())),

@@ -137,6 +137,16 @@ pub enum AnsibleError {
     UnknownSection { line: usize, kind: String },
     #[error("line {line}: expected key=value, found `{word}`")]
     NotKeyValue { line: usize, word: String },
+    #[error("line {line}: the section header `{text}` has no closing `]`")]
+    UnclosedHeader { line: usize, text: String },
+    #[error("the groups' children form a cycle: {}", .0.join(" -> "))]
+    ChildrenCycle(Vec<String>),
+    #[error("group `{group}`: `{key}` must be a mapping (`NAME: {{...}}` per entry), not {found}")]
+    NotAMapping {
+        group: String,
+        key: &'static str,
+        found: &'static str,
+    },
     /// `line` is known for a host line of an INI file, not for group vars.
     #[error("{}ansible_port `{value}` is not a port number", .line.map(|n| format!("line {n}: ")).unwrap_or_default())]
     BadPort { line: Option<usize>, value: String },
@@ -161,6 +171,12 @@ pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, AnsibleError> {
         let line = raw.split(['#', ';']).next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
+        }
+        if line.starts_with('[') && !line.ends_with(']') {
+            return Err(AnsibleError::UnclosedHeader {
+                line: n + 1,
+                text: line.to_string(),
+            });
         }
         if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
             section = match header.split_once(':') {
@@ -215,15 +231,41 @@ pub fn read_ansible_ini(text: &str) -> Result<HostsAndGroups, AnsibleError> {
             }
         }
     }
-    for (group, kids) in children {
-        let mut members = groups.get(&group).cloned().unwrap_or_default();
-        for kid in kids {
-            members.extend(groups.get(&kid).cloned().unwrap_or_default());
-        }
-        groups.insert(group, members);
+    // Children of children too; a cycle is refused (as Ansible does).
+    let mut expanded = BTreeMap::new();
+    for group in children.keys() {
+        let members = members_of(group, &children, &groups, &mut Vec::new())?;
+        expanded.insert(group.clone(), members);
     }
+    groups.extend(expanded);
     groups.remove("ungrouped");
     Ok((hosts, groups))
+}
+
+/// A group's hosts and, recursively, its children's; `path` is the chain of
+/// groups being expanded (for the cycle check).
+fn members_of(
+    group: &str,
+    children: &BTreeMap<String, Vec<String>>,
+    groups: &BTreeMap<String, Vec<String>>,
+    path: &mut Vec<String>,
+) -> Result<Vec<String>, AnsibleError> {
+    if let Some(start) = path.iter().position(|g| g == group) {
+        let mut cycle = path[start..].to_vec();
+        cycle.push(group.to_string());
+        return Err(AnsibleError::ChildrenCycle(cycle));
+    }
+    path.push(group.to_string());
+    let mut members = groups.get(group).cloned().unwrap_or_default();
+    for kid in children.get(group).into_iter().flatten() {
+        for host in members_of(kid, children, groups, path)? {
+            if !members.contains(&host) {
+                members.push(host);
+            }
+        }
+    }
+    path.pop();
+    Ok(members)
 }
 
 /// Reads an Ansible YAML inventory (`all: {hosts: ..., children: {GROUP:
@@ -256,6 +298,23 @@ pub fn read_ansible_yaml(text: &str) -> Result<HostsAndGroups, AnsibleError> {
             _ => node.to_json().to_string(),
         }
     }
+    /// `hosts`, `vars` and `children` are mappings (or empty): a list
+    /// there (`hosts: [a, b]`) would otherwise read as no hosts at all.
+    fn check_shape(name: &str, group: &Node) -> Result<(), AnsibleError> {
+        for key in ["hosts", "vars", "children"] {
+            let found = match field(group, key).map(|n| &n.value) {
+                None | Some(NodeValue::Map(_)) | Some(NodeValue::Null) => continue,
+                Some(NodeValue::Seq(_)) => "a list",
+                Some(_) => "a single value",
+            };
+            return Err(AnsibleError::NotAMapping {
+                group: name.to_string(),
+                key,
+                found,
+            });
+        }
+        Ok(())
+    }
     fn walk(
         name: &str,
         group: &Node,
@@ -263,6 +322,7 @@ pub fn read_ansible_yaml(text: &str) -> Result<HostsAndGroups, AnsibleError> {
         hosts: &mut BTreeMap<String, HostConfig>,
         groups: &mut BTreeMap<String, Vec<String>>,
     ) -> Result<Vec<String>, AnsibleError> {
+        check_shape(name, group)?;
         let mut vars = inherited.to_vec();
         vars.extend(
             entries(field(group, "vars"))
@@ -332,6 +392,29 @@ fn apply_ansible_var(host: &mut HostConfig, key: &str, value: &str) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ini_children_nest_and_a_cycle_is_refused() {
+        let ini = "[a]\nh1\n[b]\nh2\n[c:children]\nb\n[top:children]\na\nc\n";
+        let (_, groups) = read_ansible_ini(ini).unwrap();
+        assert_eq!(groups["top"], ["h1", "h2"], "children of children count");
+        let cycle = "[a:children]\nb\n[b:children]\nc\n[c:children]\na\n";
+        let e = read_ansible_ini(cycle).unwrap_err().to_string();
+        assert_eq!(e, "the groups' children form a cycle: a -> b -> c -> a");
+    }
+
+    #[test]
+    fn broken_inventories_say_what_is_broken() {
+        let e = read_ansible_ini("[mons\nmon1\n").unwrap_err().to_string();
+        assert_eq!(e, "line 1: the section header `[mons` has no closing `]`");
+        let e = read_ansible_yaml("all:\n  hosts: [node1, node2]\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "group `all`: `hosts` must be a mapping (`NAME: {...}` per entry), not a list"
+        );
+    }
 
     #[test]
     fn reads_ansible_ini() {

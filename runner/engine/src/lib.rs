@@ -14,16 +14,19 @@ pub mod fanout;
 pub mod history;
 pub mod host;
 pub mod hosts;
+pub mod orphans;
 pub mod plan;
 pub mod preflight;
 pub mod progress;
+pub mod recovery;
 pub mod repetition;
 pub mod report;
 pub mod results;
+pub mod run_lock;
 pub mod runner;
 pub mod template;
 pub mod terminal;
 
 pub use pipeline_model as model;
 // The stage API lives in its own crate; re-exported so the engine reads as one.
-pub use pipeline_stage_api::{context, exec, params, registry, secrets, stage};
+pub use pipeline_stage_api::{context, exec, ledger_journal, params, registry, secrets, stage};

@@ -115,6 +115,42 @@ impl PlannedStage {
 }
 
 impl Plan {
+    /// The folder under `stages/` of each stage instance (cleanup included),
+    /// by instance id. Ids are made file-name safe (`sanitize`); where two
+    /// ids of the run come out the same (matrix values `a/b` and `a_b`), each
+    /// of them gets a short hash of its id, so no instance's files land in
+    /// another's folder.
+    pub fn stage_folders(&self) -> BTreeMap<String, String> {
+        let ids: Vec<&str> = self
+            .stages
+            .iter()
+            .chain(&self.cleanup)
+            .map(|s| s.instance_id.as_str())
+            .collect();
+        let mut by_folder: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for id in &ids {
+            by_folder
+                .entry(crate::context::sanitize(id))
+                .or_default()
+                .push(id);
+        }
+        let mut folders = BTreeMap::new();
+        for (folder, owners) in by_folder {
+            let mut distinct = owners.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            for id in owners {
+                let name = if distinct.len() > 1 {
+                    format!("{folder}-{:08x}", fnv1a(id) as u32)
+                } else {
+                    folder.clone()
+                };
+                folders.insert(id.to_string(), name);
+            }
+        }
+        folders
+    }
+
     /// Context for rendering: vars, env, run; `stages` filled in as they finish.
     pub fn template_context(
         &self,
@@ -279,4 +315,11 @@ impl Plan {
         );
         out
     }
+}
+
+/// FNV-1a, 64 bits: a stable hash (the same in every build, unlike std's).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }

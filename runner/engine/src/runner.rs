@@ -49,6 +49,8 @@ pub enum RunError {
     RunDirTaken(PathBuf),
     #[error("the hosts are not ready; nothing was run:\n  - {}", .0.join("\n  - "))]
     Preflight(Vec<String>),
+    #[error(transparent)]
+    Lock(#[from] crate::run_lock::LockError),
 }
 
 pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
@@ -68,6 +70,10 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         .unwrap_or_else(|| opts.runs_root.join(&run_id));
     prepare_run_dir(plan, &run_dir)?;
     let run_dir = run_dir.canonicalize().unwrap_or(run_dir);
+    // Held until the run ends: `pipeline cleanup` refuses a live run, and
+    // knows a run whose lock is free and status `running` died.
+    let _lock = crate::run_lock::RunLock::acquire(&run_dir, "pipeline run")?;
+    let earlier = crate::recovery::dead_runs(&opts.runs_root, &run_dir);
     let mut runner = Runner {
         plan,
         run_dir: run_dir.clone(),
@@ -76,6 +82,8 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         ledger: Vec::new(),
         progress: opts.progress,
         round: None,
+        stage_dir_suffix: String::new(),
+        folders: plan.stage_folders(),
         results: RunResults {
             schema_version: crate::results::SCHEMA_VERSION,
             run_id: run_id.clone(),
@@ -108,6 +116,11 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         },
     };
     runner.save();
+    for dead in &earlier {
+        runner
+            .progress
+            .line(&format!("warning: {}", dead.warning()));
+    }
     runner.progress.line(&format!(
         "run {run_id}: {} stage(s), {} cleanup",
         plan.stages.len(),
@@ -231,6 +244,8 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         runner.results.comparison = Some(comparison);
     }
     runner.save();
+    // The run's SSH connection masters too: nothing of the run outlives it.
+    crate::orphans::end_orphans(crate::orphans::Spare::Nothing);
     let report_path = run_dir.join(report::REPORT_FILE);
     if let Err(e) = report::write_report(&runner.results, &run_dir) {
         runner
@@ -242,6 +257,53 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         report_path,
         results: runner.results,
     })
+}
+
+/// Runs the suite's cleanup stages again for a run that ended without
+/// removing everything (killed, or its cleanup failed): from the run's own
+/// ledger, under its run id, so the same ownership rules apply. Their
+/// records join the run's cleanup list; their folders are
+/// `stages/<id><suffix>`. The caller holds the run's lock.
+pub fn clean_up_again(
+    plan: &Plan,
+    run_dir: &Path,
+    results: RunResults,
+    suffix: &str,
+    signals: &Signals,
+    progress: Progress,
+) -> RunResults {
+    let mut runner = Runner {
+        plan,
+        run_dir: run_dir.to_path_buf(),
+        run_ctx: serde_json::json!({
+            "id": results.run_id,
+            "dir": run_dir.display().to_string(),
+            "name": plan.name,
+        }),
+        stage_values: serde_json::Map::new(),
+        ledger: results.created.clone(),
+        progress,
+        round: None,
+        stage_dir_suffix: suffix.to_string(),
+        folders: plan.stage_folders(),
+        results,
+    };
+    let cancel = signals.token();
+    for stage in &plan.cleanup {
+        let mut record = if cancel.is_cancelled() {
+            runner.not_run(stage, StageStatus::Cancelled, "cleanup was interrupted")
+        } else {
+            runner.run_stage(stage, &cancel)
+        };
+        record.id.push_str(suffix);
+        record.notes.insert(
+            0,
+            "run again by `pipeline cleanup` after the run ended".into(),
+        );
+        runner.keep(record, true);
+        runner.save();
+    }
+    runner.results
 }
 
 fn prepare_run_dir(plan: &Plan, run_dir: &Path) -> Result<(), RunError> {
@@ -270,6 +332,11 @@ struct Runner<'p> {
     results: RunResults,
     /// With the suite's `repeat:`: which run of the whole suite this is, of how many.
     round: Option<(u32, u32)>,
+    /// Appended to each stage's folder name (`pipeline cleanup` runs the
+    /// cleanup stages again beside the run's own folders, never into them).
+    stage_dir_suffix: String,
+    /// Each stage instance's folder under `stages/` (see `Plan::stage_folders`).
+    folders: BTreeMap<String, String>,
 }
 
 impl Runner<'_> {
@@ -277,7 +344,17 @@ impl Runner<'_> {
     /// cleanup list). With the suite's `repeat:` a stage has one record over
     /// all runs of the suite: each run's figures go in with their
     /// `repetition` label.
-    fn keep(&mut self, record: StageRecord, cleanup: bool) {
+    fn keep(&mut self, mut record: StageRecord, cleanup: bool) {
+        // No command runs now: any child the runner has is a process the
+        // stage left behind outside its commands' process groups.
+        let ended = crate::orphans::end_orphans(crate::orphans::Spare::SshMasters);
+        if !ended.is_empty() {
+            record.notes.push(format!(
+                "stopped {} process(es) the stage left running: {}",
+                ended.len(),
+                ended.join(", ")
+            ));
+        }
         let list = if cleanup {
             &mut self.results.cleanup
         } else {
@@ -398,10 +475,13 @@ impl Runner<'_> {
             .redactor
             .redact_json(&serde_json::Value::Object(params.clone()));
 
-        let stage_dir = self
-            .run_dir
-            .join("stages")
-            .join(sanitize(&stage.instance_id));
+        let stage_dir = self.run_dir.join("stages").join(
+            self.folders
+                .get(&stage.instance_id)
+                .cloned()
+                .unwrap_or_else(|| sanitize(&stage.instance_id))
+                + &self.stage_dir_suffix,
+        );
         let clock = Instant::now();
         record.started_at = Some(rfc3339(Utc::now()));
         let bar = self
@@ -538,11 +618,17 @@ impl Runner<'_> {
                 self.results.environment.extend(facts);
                 record.metrics = output.metrics;
                 record.histograms = output.histograms;
-                record.outputs = output.outputs;
-                record.notes = output.notes;
+                // Whatever a stage returns may quote a secret it was given.
+                let redactor = &self.plan.redactor;
+                record.outputs = output
+                    .outputs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), redactor.redact_json(v)))
+                    .collect();
+                record.notes = output.notes.iter().map(|n| redactor.redact(n)).collect();
                 if let Some(reason) = output.skipped {
                     record.status = StageStatus::Skipped;
-                    record.skip_reason = Some(reason);
+                    record.skip_reason = Some(redactor.redact(&reason));
                 }
             }
             Err(e) => self.record_failure(record, e),

@@ -69,11 +69,51 @@ pub fn referenced_names(
     })
 }
 
+/// The most one rendered value may hold: values become command arguments
+/// (Linux refuses an argument over 128 KiB) and file names, so a template
+/// rendering to more is a mistake, and is stopped as it writes rather than
+/// after it has filled memory.
+pub const MAX_RENDERED_BYTES: usize = 1 << 20;
+
 pub fn render(env: &Environment<'_>, text: &str, ctx: &Value) -> Result<String, TemplateError> {
     if !is_template(text) {
         return Ok(text.to_string());
     }
-    Ok(env.render_str(text, ctx)?)
+    let template = env.template_from_str(text)?;
+    let mut out = Bounded::default();
+    match template.render_captured_to(ctx.clone(), &mut out) {
+        Ok(_) => Ok(String::from_utf8_lossy(&out.bytes).into_owned()),
+        Err(_) if out.overflowed => Err(TemplateError(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!(
+                "renders to more than {} MiB, the limit of one rendered value (a loop or repetition that runs away?)",
+                MAX_RENDERED_BYTES >> 20
+            ),
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A buffer that refuses to grow past [`MAX_RENDERED_BYTES`].
+#[derive(Default)]
+struct Bounded {
+    bytes: Vec<u8>,
+    overflowed: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_RENDERED_BYTES {
+            self.overflowed = true;
+            return Err(std::io::Error::other("rendered value too long"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 pub fn eval_bool(env: &Environment<'_>, expr: &str, ctx: &Value) -> Result<bool, TemplateError> {
@@ -116,6 +156,20 @@ pub fn render_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runaway_template_stops_at_the_limit_with_a_clear_error() {
+        let env = environment();
+        let ctx = context(serde_json::json!({}));
+        let e = render(&env, "{% for i in range(10000) %}{% for j in range(10000) %}xxxxxxxxxx{% endfor %}{% endfor %}", &ctx)
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("renders to more than 1 MiB"),
+            "{e}"
+        );
+        let ok = render(&env, "{% for i in range(1000) %}x{% endfor %}", &ctx).unwrap();
+        assert_eq!(ok.len(), 1000);
+    }
 
     #[test]
     fn strict_undefined_is_an_error() {

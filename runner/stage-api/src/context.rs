@@ -439,6 +439,17 @@ impl StageContext<'_> {
         // Read back safely (the command may have put a link in its output
         // file's place: the output goes to a plugin, which must not see
         // elsewhere), and at most `read_back` bytes of it.
+        // A secret a command printed stays out of the run folder: its raw
+        // output is redacted in place (or, if that fails, not kept).
+        for p in [&finished.stdout_path, &finished.stderr_path] {
+            if let Err(e) = self.redactor.redact_file(p) {
+                let _ = std::fs::remove_file(p);
+                (self.progress)(&format!(
+                    "warning: {} removed: it could not be checked for secrets ({e})",
+                    self.relative(p)
+                ));
+            }
+        }
         let read = |p: &Path| read_back(p, self.read_back, &self.relative(p));
         CommandOutput {
             exit: finished.exit,
@@ -512,13 +523,30 @@ impl StageContext<'_> {
                 r.removed = false;
                 r.created_by = self.instance_id.clone();
             }
-            Some(_) => {}
+            Some(_) => return,
             None => self.ledger.push(Resource {
                 kind: kind.into(),
                 name: name.into(),
                 created_by: self.instance_id.clone(),
                 removed: false,
             }),
+        }
+        self.journal(kind, name, false);
+    }
+
+    /// On disk at once, for `pipeline cleanup` after a killed run.
+    fn journal(&self, kind: &str, name: &str, removed: bool) {
+        let entry = Resource {
+            kind: kind.into(),
+            name: name.into(),
+            created_by: self.instance_id.clone(),
+            removed,
+        };
+        if let Err(e) = crate::ledger_journal::append(&self.run_dir, &entry) {
+            (self.progress)(&format!(
+                "warning: cannot write {} in the run folder: {e}",
+                crate::ledger_journal::JOURNAL_FILE
+            ));
         }
     }
 
@@ -538,10 +566,15 @@ impl StageContext<'_> {
     }
 
     pub fn mark_removed(&mut self, kind: &str, name: &str) {
+        let mut known = false;
         for r in self.ledger.iter_mut() {
-            if r.kind == kind && r.name == name {
+            if r.kind == kind && r.name == name && !r.removed {
                 r.removed = true;
+                known = true;
             }
+        }
+        if known {
+            self.journal(kind, name, true);
         }
     }
 

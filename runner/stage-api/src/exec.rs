@@ -217,6 +217,7 @@ pub fn spawn_to_files(
         // Own process group: a timeout or Ctrl-C kills the tool and its children,
         // and the terminal's Ctrl-C reaches only the runner, which decides.
         .process_group(0);
+    die_with_the_runner(&mut command);
     for (k, v) in &spec.env {
         command.env(k, v);
     }
@@ -243,14 +244,42 @@ pub fn spawn_to_files(
     })
 }
 
+/// The command gets SIGKILL when the thread that started it ends, which
+/// for the runner means when it dies: a SIGKILLed or OOM-killed runner
+/// leaves no `rados bench` writing on into a pool that `pipeline cleanup`
+/// is about to remove. (Commands are waited for by the thread that started
+/// them, so this never fires early.)
+fn die_with_the_runner(command: &mut Command) {
+    // SAFETY: getpid is async-signal-safe; taken before the fork.
+    let runner = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and calls
+    // only async-signal-safe functions (prctl, getppid), touching no memory
+    // of the parent's but the copied `runner` pid.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The runner died before prctl took effect: do not run orphaned.
+            if libc::getppid() != runner {
+                return Err(std::io::Error::other("the runner is gone"));
+            }
+            Ok(())
+        });
+    }
+}
+
 impl Running {
     /// Waits for the command to exit, its deadline, or cancellation.
     pub fn wait(self, cancel: &CancelToken) -> std::io::Result<Finished> {
         // Poll quickly at first (most commands are short), then every 20 ms.
         let mut pause = Duration::from_millis(1);
         loop {
-            if let Some((status, cpu)) = reap(self.pid, Reap::IfExited)? {
-                return Ok(self.finished(exit_of(status), Some(cpu)));
+            if exited(self.pid)? {
+                end_leftovers_of(self.pid);
+                if let Some((status, cpu)) = reap(self.pid, Reap::Block)? {
+                    return Ok(self.finished(exit_of(status), Some(cpu)));
+                }
             }
             if cancel.is_cancelled() {
                 let cpu = terminate_group(self.pid);
@@ -269,6 +298,9 @@ impl Running {
 
     /// Stops the command (SIGTERM, then SIGKILL) unless it already exited.
     pub fn kill(self) -> Finished {
+        if exited(self.pid).unwrap_or(false) {
+            end_leftovers_of(self.pid);
+        }
         match reap(self.pid, Reap::IfExited) {
             Ok(Some((status, cpu))) => self.finished(exit_of(status), Some(cpu)),
             _ => {
@@ -340,6 +372,43 @@ fn duration_of(t: libc::timeval) -> Duration {
 
 /// SIGTERM the group, give it 3 s, then SIGKILL; always reap the child.
 /// Returns the CPU the child used up to its end, when it could be reaped.
+/// Whether the child `pid` has exited, without reaping it: while it is an
+/// unreaped zombie its pid, which is also its process group's id, cannot be
+/// given to another process.
+fn exited(pid: i32) -> std::io::Result<bool> {
+    // SAFETY: an all-zero siginfo_t is a valid value of this plain C struct.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waitid on our own child, writing only into `info`.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            // SAFETY: waitid filled `info` (si_pid stays 0 while it runs).
+            return Ok(unsafe { info.si_pid() } != 0);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINTR) {
+            return Err(error);
+        }
+    }
+}
+
+/// The command is done: whatever it left running in its process group
+/// (`sleep 300 &`, a server it forgot) ends with it. Called while the
+/// leader is an unreaped zombie, so the group id is still ours.
+fn end_leftovers_of(pgid: i32) {
+    // SAFETY: kill(2) on the process group we created; no memory is involved.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
 fn terminate_group(pgid: i32) -> Option<CpuTime> {
     // SAFETY: kill(2) on a process group we created; no memory is involved.
     unsafe {
@@ -426,15 +495,62 @@ mod tests {
         assert_eq!(std::fs::read_to_string(e).unwrap(), "err\n");
     }
 
+    /// Whether `pid` has ended: gone, or a zombie waiting for init.
+    fn ended(pid: i32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_string()));
+            match state {
+                None => return true,
+                Some(s) if s.starts_with('Z') || s.starts_with('X') => return true,
+                Some(_) if Instant::now() > deadline => return false,
+                Some(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    fn pid_in(file: &Path) -> i32 {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
     #[test]
     fn timeout_kills_the_process_group() {
         // The child shell starts a grandchild sleep; both must die.
-        let spec = CommandSpec::new(vec!["sh".into(), "-c".into(), "sleep 30 & sleep 30".into()])
+        let pid_file = tmp("b.pid");
+        let script = format!("sleep 30 & echo $! > {}; sleep 30", pid_file.display());
+        let spec = CommandSpec::new(vec!["sh".into(), "-c".into(), script])
             .timeout(Duration::from_millis(300));
         let (o, e) = (tmp("b.out"), tmp("b.err"));
         let f = run_to_files(&spec, &o, &e, None, &CancelToken::default()).unwrap();
         assert!(matches!(f.exit, Exit::TimedOut(_)), "{:?}", f.exit);
         assert!(f.elapsed < Duration::from_secs(10));
+        assert!(
+            ended(pid_in(&pid_file)),
+            "the grandchild outlived the timeout"
+        );
+    }
+
+    #[test]
+    fn what_a_command_leaves_running_in_its_group_ends_with_it() {
+        // `sleep 300 &` and exit at once: the command succeeds, and its
+        // background child does not live on.
+        let pid_file = tmp("left.pid");
+        let script = format!("sleep 300 & echo $! > {}", pid_file.display());
+        let spec = CommandSpec::new(vec!["sh".into(), "-c".into(), script]);
+        let (o, e) = (tmp("left.out"), tmp("left.err"));
+        let f = run_to_files(&spec, &o, &e, None, &CancelToken::default()).unwrap();
+        assert_eq!(f.exit, Exit::Code(0));
+        assert!(f.elapsed < Duration::from_secs(10), "{:?}", f.elapsed);
+        assert!(
+            ended(pid_in(&pid_file)),
+            "`sleep 300 &` outlived its command"
+        );
     }
 
     #[test]

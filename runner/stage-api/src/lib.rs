@@ -14,6 +14,7 @@ pub mod finite;
 pub mod grants;
 pub mod hosts;
 pub mod http_url;
+pub mod ledger_journal;
 pub mod params;
 pub mod registry;
 pub mod safe_fs;

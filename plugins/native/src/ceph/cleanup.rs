@@ -1,5 +1,6 @@
 //! `ceph-cleanup`: remove what THIS run created (benchmark objects, images,
-//! pools, EC profiles), read from the run's ledger, and nothing else. Every
+//! pools, EC profiles, and object-gateway buckets a killed `s3-bench` left),
+//! read from the run's ledger, and nothing else. Every
 //! removal is attempted, each under its own command timeout, even when an
 //! earlier one failed or timed out; each outcome is a note, and the stage
 //! fails naming every removal that did not happen (a pool the cluster forbids
@@ -20,6 +21,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{BENCH_METADATA, BENCH_OBJECTS, EC_PROFILE, IMAGE, POOL, admin, run_admin};
+use crate::objgw::{S3_BUCKET, S3_OBJECTS};
 
 /// Objects per `rados rm` call (one argv; far below ARG_MAX).
 const RM_BATCH: usize = 200;
@@ -66,6 +68,16 @@ impl TypedStage for CephCleanup {
             )
             .destructive(),
         ];
+        actions.push(
+            Action::command(
+                "for each bucket an s3-bench stage of this run created and did not remove (it was killed)",
+                ctx.ceph.argv(
+                    "radosgw-admin",
+                    &["bucket", "rm", "--bucket=BUCKET", "--purge-objects"],
+                ),
+            )
+            .destructive(),
+        );
         if !config.keep_pools {
             actions.push(
                 Action::command(
@@ -115,6 +127,7 @@ impl TypedStage for CephCleanup {
         remove_bench_objects(ctx, &mut outcomes)?;
         remove_bench_metadata(ctx, &mut outcomes)?;
         remove_images(ctx, &mut outcomes)?;
+        remove_buckets(ctx, &mut outcomes)?;
         for (pool, failure) in kept_pools {
             report_kept_pool(ctx, &pool, &failure, &mut outcomes);
         }
@@ -306,8 +319,43 @@ fn remove_images(ctx: &mut StageContext, outcomes: &mut Outcomes) -> Result<(), 
                 ctx.mark_removed(IMAGE, &r.name);
                 outcomes.notes.push(format!("removed image `{}`", r.name));
             }
+            // Its pool was deleted (with the image), or it is gone already.
+            Err(e) if missing(&e) => ctx.mark_removed(IMAGE, &r.name),
             Err(e) => outcomes.failures.push(e),
         }
+    }
+    Ok(())
+}
+
+/// Buckets an `s3-bench` stage created and could not remove itself (the
+/// runner was killed mid-stage; `pipeline cleanup` then runs this stage):
+/// removed with `radosgw-admin`, which needs no S3 credentials. Keys this
+/// run wrote into a bucket it did not create are named, not removed.
+fn remove_buckets(ctx: &mut StageContext, outcomes: &mut Outcomes) -> Result<(), StageError> {
+    for r in ctx.created(S3_BUCKET) {
+        let bucket = format!("--bucket={}", r.name);
+        match attempt(
+            ctx,
+            "bucket-rm",
+            "radosgw-admin",
+            &["bucket", "rm", &bucket, "--purge-objects"],
+            None,
+        )? {
+            Ok(_) => {
+                ctx.mark_removed(S3_BUCKET, &r.name);
+                outcomes
+                    .notes
+                    .push(format!("removed bucket `{}` and its objects", r.name));
+            }
+            Err(e) if missing(&e) => ctx.mark_removed(S3_BUCKET, &r.name),
+            Err(e) => outcomes.failures.push(e),
+        }
+    }
+    for r in ctx.created(S3_OBJECTS) {
+        let (bucket, prefix) = r.name.split_once('/').unwrap_or((&r.name, ""));
+        outcomes.failures.push(format!(
+            "objects `{prefix}*` this run wrote into bucket `{bucket}` (which it did not create) are left: remove them with an S3 client, e.g. `aws s3 rm s3://{bucket}/{prefix} --recursive`"
+        ));
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! the `pipeline` binary, and golden-file comparison.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod sshd;
 
 use std::path::{Path, PathBuf};
@@ -55,7 +56,12 @@ pub fn golden(path: &Path, actual: &str) -> Option<String> {
         std::fs::write(path, actual).expect("write golden file");
         return None;
     }
-    let expected = std::fs::read_to_string(path).unwrap_or_default();
+    let Ok(expected) = std::fs::read_to_string(path) else {
+        return Some(format!(
+            "{} is missing (UPDATE_EXPECT=1 to create it from this run):\n{actual}",
+            path.display()
+        ));
+    };
     if expected == actual {
         return None;
     }

@@ -48,6 +48,22 @@ pub fn read_env(
                     .with_help(format!("set it (`export {name}=...`) or give a default: `{{name: {name}, default: VALUE}}`")),
             );
         }
+        if let Some(v) = value
+            .as_deref()
+            .filter(|v| secret && too_short_to_redact(v))
+        {
+            diags.push(
+                Diagnostic::error(format!(
+                    "the secret `{name}` is {} character(s) long: too short to hide",
+                    v.chars().count()
+                ))
+                .at(source, entry.loc)
+                .with_help(format!(
+                    "secrets are replaced by `***` wherever they appear in outputs; one of fewer than {} characters would also blot out ordinary text and still be guessable. Use a longer value",
+                    crate::secrets::MIN_SECRET_LEN
+                )),
+            );
+        }
         vars.push(EnvVar {
             name,
             value,
@@ -55,6 +71,11 @@ pub fn read_env(
         });
     }
     vars
+}
+
+/// An empty secret (declared, set to nothing) hides nothing and is allowed.
+fn too_short_to_redact(value: &str) -> bool {
+    !value.is_empty() && value.chars().count() < crate::secrets::MIN_SECRET_LEN
 }
 
 fn env_entry(

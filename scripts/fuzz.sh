@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing (libFuzzer through cargo-fuzz, nightly) of every
+# input surface: pipeline YAML -> compile -> plan, templates, inventories,
+# every tool-output parser, results.json as report/compare load it.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 600, all)
+#
+# Seeds come from the test data (suites, inventories, captured tool outputs,
+# real results.json files). Each target runs for the given time; a crash,
+# a hang (-timeout) or running out of memory (-rss_limit_mb) stops it and
+# leaves the input in fuzz/artifacts/TARGET/. One line per target at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-600}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(pipeline_yaml template inventory tool_output results_json)
+
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+
+seeds=fuzz/seeds
+rm -rf "$seeds"
+mkdir -p "$seeds"/{pipeline_yaml,template,inventory,tool_output,results_json}
+for f in pipelines/*.yaml tests/*/*.yaml; do
+  cp "$f" "$seeds/pipeline_yaml/$(echo "$f" | tr / _)"
+done
+# Template seeds: every value of the test suites that holds template syntax.
+grep -ho '{{[^}]*}}\|{%[^%]*%}' pipelines/*.yaml tests/*/*.yaml | sort -u |
+  split -l 1 - "$seeds/template/t-"
+# Inventories: first byte 0 = Ansible INI, 1 = Ansible YAML.
+for f in tests/plan/*.ini; do { printf '\0'; cat "$f"; } > "$seeds/inventory/$(basename "$f")"; done
+for f in tests/plan/*.yml; do { printf '\1'; cat "$f"; } > "$seeds/inventory/$(basename "$f")"; done
+# Tool outputs: first byte = index of the format in pipeline_parsers::FORMATS.
+seed_output() { # INDEX FILE...
+  local index="$1"; shift
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    { printf "\\$(printf '%03o' "$index")"; head -c 200000 "$f"; } > "$seeds/tool_output/$index-$(basename "$f")"
+  done
+}
+data=plugins/parsers/tests/data
+seed_output 0 "$data"/rados-bench-*
+seed_output 1 "$data"/rbd-bench-*
+seed_output 2 "$data"/fio-*.json
+seed_output 3 "$data"/dd-*
+seed_output 4 "$data"/iperf3-*.json
+seed_output 5 "$data"/iperf*-*.txt
+for f in tests/report/*.results.json tests/compare/*.results.json tests/report/charts/results.json; do
+  cp "$f" "$seeds/results_json/$(echo "$f" | tr / _)"
+done
+
+cd fuzz
+summary=()
+for t in "${targets[@]}"; do
+  mkdir -p "corpus/$t" "artifacts/$t"
+  log="artifacts/$t/last-run.log"
+  set +e
+  cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=262144 \
+    -print_final_stats=1 >"$log" 2>&1
+  status=$?
+  set -e
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  corpus=$(ls "corpus/$t" | wc -l)
+  if [ "$status" -eq 0 ]; then verdict="no crash, hang or leak"; else verdict="FAILED (exit $status): see fuzz/$log and fuzz/artifacts/$t/"; fi
+  summary+=("$t: ${seconds}s, $runs runs, corpus $corpus inputs: $verdict")
+  echo "${summary[-1]}"
+done
+echo
+echo "fuzzing, $(date -u +%Y-%m-%d):"
+printf '  %s\n' "${summary[@]}"
