@@ -178,6 +178,13 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
                 outcome.run_dir.join("results.json").display()
             );
             println!("report: {}", outcome.report_path.display());
+            if let Some(e) = &outcome.save_error {
+                eprintln!(
+                    "error: results.json could not be written ({e}); {} holds the last complete version, from before that",
+                    outcome.run_dir.join("results.json").display()
+                );
+                return EXIT_RUN_FAILED;
+            }
             if let Some(c) = &r.comparison {
                 if let Some(e) = &c.error {
                     eprintln!("error: no comparison with {}: {e}", c.baseline);

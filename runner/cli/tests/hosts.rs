@@ -679,3 +679,67 @@ fn a_wasm_plugin_on_a_remote_host_gets_only_the_granted_environment() {
     }
     assert_eq!(stage["commands"][0]["host"], "node1");
 }
+
+/// A host that disappears in the middle of a stage (its SSH session is
+/// killed on the far side): the stage fails naming it, within the stage's
+/// timeout, and nothing the stage started is left running on the other
+/// host (checked with pgrep over SSH).
+#[test]
+fn a_host_lost_mid_stage_is_named_and_nothing_is_left_running_elsewhere() {
+    let sshd = Sshd::start();
+    let dir = common::temp_dir("hosts-lost");
+    let file = dir.join("lost.yaml");
+    // node2 kills its own sshd session process (the far side of the
+    // connection); node1 sleeps on.
+    let yaml = r#"name: host-lost
+stages:
+  - id: both
+    uses: exec
+    on: [node1, node2]
+    timeout: 6s
+    with:
+      shell: "case \"$SSH_CONNECTION\" in *' 127.0.0.3 '*) p=$$; while [ \"$(cat /proc/$p/comm)\" != sshd ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done; kill -9 $p;; esac; exec sleep 299"
+"#;
+    std::fs::write(&file, format!("{yaml}\n{}", sshd.inventory_yaml())).unwrap();
+    let run_dir = dir.join("run");
+    let started = std::time::Instant::now();
+    let out = common::pipeline(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let elapsed = started.elapsed();
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let stage = &r["stages"][0];
+    assert_eq!(stage["status"], "failed", "{stage:#}");
+    let error = stage["error"].as_str().unwrap();
+    assert!(
+        error.contains("host node2 (root@127.0.0.3:")
+            && error.contains("the SSH connection was lost mid-command"),
+        "the lost host is named: {error}"
+    );
+    assert!(
+        elapsed < std::time::Duration::from_secs(20),
+        "{elapsed:?}: {error}"
+    );
+    // node1's sleep ends with the stage's limit on the far side too.
+    let gone = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, left, _) = text(&sshd.ssh(ADDRESSES[0], "pgrep -a -x sleep || true"));
+        if !left.contains("299") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < gone,
+            "left running on node1: {left}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    drop(sshd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

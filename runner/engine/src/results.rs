@@ -291,13 +291,19 @@ impl RunResults {
 
     /// Writes `results.json` via a temporary file and rename, so readers (and a
     /// runner killed mid-write) never see a half-written file.
+    /// Writes results.json atomically: a temporary file, synced, renamed
+    /// over it. On any failure (a full disk) the previous complete file
+    /// stays and the temporary one is removed.
     pub fn save(&self, run_dir: &Path) -> std::io::Result<()> {
         let tmp = run_dir.join(".results.json.tmp");
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text + "\n")?;
-        let file = std::fs::File::open(&tmp)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, run_dir.join(RESULTS_FILE))
+        let written = std::fs::write(&tmp, text + "\n")
+            .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, run_dir.join(RESULTS_FILE)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 }
 

@@ -36,6 +36,9 @@ pub struct RunOutcome {
     pub run_dir: PathBuf,
     pub report_path: PathBuf,
     pub results: RunResults,
+    /// results.json could not be (re)written at some point (a full disk):
+    /// the file on disk is the last complete version, older than `results`.
+    pub save_error: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +87,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         round: None,
         stage_dir_suffix: String::new(),
         folders: plan.stage_folders(),
+        save_error: None,
         results: RunResults {
             schema_version: crate::results::SCHEMA_VERSION,
             run_id: run_id.clone(),
@@ -256,6 +260,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         run_dir,
         report_path,
         results: runner.results,
+        save_error: runner.save_error,
     })
 }
 
@@ -286,6 +291,7 @@ pub fn clean_up_again(
         round: None,
         stage_dir_suffix: suffix.to_string(),
         folders: plan.stage_folders(),
+        save_error: None,
         results,
     };
     let cancel = signals.token();
@@ -337,6 +343,8 @@ struct Runner<'p> {
     stage_dir_suffix: String,
     /// Each stage instance's folder under `stages/` (see `Plan::stage_folders`).
     folders: BTreeMap<String, String>,
+    /// The first failure to write results.json.
+    save_error: Option<String>,
 }
 
 impl Runner<'_> {
@@ -388,6 +396,8 @@ impl Runner<'_> {
         if let Err(e) = self.results.save(&self.run_dir) {
             self.progress
                 .line(&format!("warning: could not write results.json: {e}"));
+            // The run goes on (cleanup must run); it fails at the end.
+            self.save_error.get_or_insert_with(|| e.to_string());
         }
     }
 

@@ -225,6 +225,15 @@ impl Host {
             || stderr.contains("Network is unreachable")
         {
             format!("host {who} is unreachable: {last}")
+        } else if last.is_empty() || stderr.contains("closed by remote host") {
+            format!(
+                "host {who}: the SSH connection was lost mid-command (the host went away, rebooted, or its sshd was killed){}",
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {last}")
+                }
+            )
         } else {
             format!("host {who}: ssh failed: {last}")
         }

@@ -66,6 +66,14 @@ pub fn admin_ok(
     let pool = pool_argument(args);
     match run_admin(ctx, label, &spec, pool.as_deref())? {
         out if out.success() => Ok(out),
+        out if timed_out_inside(&out) => Err(StageError::failed(format!(
+            "`{}`: the cluster did not answer within {} (monitors or OSDs unreachable?); its state is in diagnostics-{label}.txt: {}",
+            spec.display(),
+            pipeline_stage_api::exec::format_duration(Duration::from_secs_f64(
+                ctx.ceph.command_timeout
+            )),
+            out.tail()
+        ))),
         out => Err(StageError::CommandFailed {
             command: spec.display(),
             status: out.exit.to_string(),
@@ -113,16 +121,30 @@ pub fn save_diagnostics(ctx: &mut StageContext, label: &str, pool: Option<&str>)
         calls.push(vec!["osd", "pool", "ls", "detail"]);
     }
     let mut text = String::new();
-    for args in calls {
-        let spec = CommandSpec::new(ctx.ceph.argv("ceph", &args)).timeout(Duration::from_secs(20));
+    // Each call under the client's own operation timeouts and at most 20 s;
+    // when the first gets no answer (a lost monitor), the rest would not
+    // either: they are skipped rather than waited for.
+    let mut conn = ctx.ceph.clone();
+    conn.command_timeout = conn.command_timeout.min(20.0);
+    for (i, args) in calls.iter().enumerate() {
+        let spec = admin(&conn, "ceph", args);
         text.push_str(&format!("$ {}\n", spec.display()));
         match ctx.run_tidy_on(&ctx.host.clone(), &format!("diagnose-{}", args[0]), &spec) {
             Ok(out) => {
                 text.push_str(&out.stdout);
                 text.push_str(&out.stderr);
                 text.push_str(&format!("[{}]\n\n", out.exit));
+                if i == 0 && !out.success() {
+                    text.push_str("[no answer: the other diagnostics were skipped]\n");
+                    break;
+                }
             }
-            Err(e) => text.push_str(&format!("[could not run: {e}]\n\n")),
+            Err(e) => {
+                text.push_str(&format!("[could not run: {e}]\n\n"));
+                if i == 0 {
+                    break;
+                }
+            }
         }
     }
     let _ = ctx.write_artifact(&format!("diagnostics-{label}.txt"), text.as_bytes());

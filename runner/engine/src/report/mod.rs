@@ -41,7 +41,13 @@ pub fn write_report(results: &RunResults, run_dir: &Path) -> Result<(), ReportEr
     };
     let text = exporter.export(results)?;
     let path = run_dir.join(REPORT_FILE);
-    std::fs::write(&path, text).map_err(|source| ReportError::Write { path, source })
+    // Through a temporary file: on a full disk the old report stays whole.
+    let tmp = run_dir.join(".report.md.tmp");
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(|source| ReportError::Write { path, source })
 }
 
 /// Share of this machine's cores its commands must keep busy, over a
