@@ -289,3 +289,57 @@ fn an_osd_lost_mid_write_is_reported_and_cleanup_still_removes_everything() {
     }
     wait_until_clean();
 }
+
+const LONG_WRITE: &str = r#"
+name: ctrl-c-ceph
+env: [CEPH_CONF]
+cluster:
+  conf: "{{ env.CEPH_CONF }}"
+  command_timeout: 30s
+stages:
+  - id: pool
+    uses: ceph-pool
+    with: {name: pipeline-test-ctrl-c, size: 1, pg_num: 8}
+  - id: write
+    uses: rados-bench
+    with: {pool: "{{ stages.pool.outputs.pool }}", mode: write, seconds: 60, block_size: 4K, concurrent_ops: 4, max_objects: 100000}
+cleanup:
+  - id: cleanup
+    uses: ceph-cleanup
+"#;
+
+/// Ctrl-C (SIGINT) in the middle of a rados bench write: rados stops, the
+/// run ends cancelled (130), cleanup removes the pool and the objects.
+#[test]
+fn ctrl_c_during_a_ceph_stage_stops_it_and_cleanup_removes_what_it_wrote() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let before = pools();
+    let (child, run_dir) = spawn_run(LONG_WRITE, "ctrl-c-ceph");
+    wait_until("the write to start", Duration::from_secs(60), || {
+        std::fs::read_dir(run_dir.join("stages/write"))
+            .map(|d| d.count() > 0)
+            .unwrap_or(false)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let (code, text) = finish(child, Duration::from_secs(90));
+    assert_eq!(code, Some(130), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(45), "{text}");
+    let r = results(&run_dir).unwrap();
+    assert_eq!(r["status"], "cancelled");
+    assert_eq!(stage(&r, "write")["status"], "cancelled", "{r:#}");
+    assert_eq!(stage(&r, "cleanup")["status"], "succeeded", "{r:#}");
+    assert!(
+        r["created"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["removed"] == true),
+        "{r:#}"
+    );
+    assert_eq!(pools(), before);
+}

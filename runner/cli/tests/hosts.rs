@@ -743,3 +743,48 @@ stages:
     drop(sshd);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `pipeline validate --check-hosts` (README): connects to every host and
+/// checks the programs its stages need, without running anything; a host
+/// that is down is named, and the exit code says invalid.
+#[test]
+fn validate_check_hosts_connects_and_names_a_host_that_is_down() {
+    let sshd = Sshd::start();
+    let dir = common::temp_dir("hosts-check");
+    let suite = "name: check-hosts\nstages:\n  - id: caches\n    uses: drop-caches\n    on: all\n    with: {if_not_permitted: skip}\n";
+    let ready = dir.join("ready.yaml");
+    std::fs::write(&ready, format!("{suite}\n{}", sshd.inventory_yaml())).unwrap();
+    let out = common::pipeline(&["validate", "--check-hosts", ready.to_str().unwrap()]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(": ok (1 stage instance(s), 0 cleanup, hosts ready)"),
+        "{stdout}"
+    );
+
+    let down = dir.join("down.yaml");
+    let extra = format!(
+        "    node3: {{address: {DOWN_ADDRESS}, port: {}}}\n",
+        sshd.port
+    );
+    std::fs::write(
+        &down,
+        format!(
+            "{suite}\n{}",
+            sshd.inventory_yaml_with(&sshd.key, &sshd.known_hosts, &extra)
+        ),
+    )
+    .unwrap();
+    let out = common::pipeline(&["validate", "--check-hosts", down.to_str().unwrap()]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("host node3") && stderr.contains("connection refused"),
+        "{stderr}"
+    );
+    // Without --check-hosts nothing connects: the same file is valid.
+    let out = common::pipeline(&["validate", down.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).2);
+    drop(sshd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

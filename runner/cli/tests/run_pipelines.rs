@@ -187,3 +187,68 @@ fn local_commands_record_their_cpu() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--only ID` (README): just those stages, and cleanup; a stage whose
+/// inputs it leaves out, or an unknown id, is refused before anything runs.
+#[test]
+fn only_runs_the_named_stages_and_cleanup() {
+    let dir = common::temp_dir("only");
+    let suite = dir.join("only.yaml");
+    std::fs::write(
+        &suite,
+        "name: only\nstages:\n  - id: a\n    uses: exec\n    with: {command: [echo, a]}\n  - id: b\n    uses: exec\n    with: {command: [echo, \"{{ stages.a.outputs.stdout }}\"]}\n  - id: c\n    uses: exec\n    with: {command: [echo, c]}\ncleanup:\n  - id: z\n    uses: exec\n    with: {command: [echo, z]}\n",
+    )
+    .unwrap();
+    let file = suite.to_str().unwrap();
+    let run_dir = dir.join("run");
+    let out = common::pipeline(&[
+        "run",
+        file,
+        "--only",
+        "c",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let ids: Vec<&str> = r["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(r["cleanup"].as_array().unwrap())
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c", "z"]);
+
+    let refused = common::pipeline(&[
+        "run",
+        file,
+        "--only",
+        "b",
+        "--out",
+        dir.join("b").to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("stage `b` uses outputs of `a`, which --only leaves out")
+            && stderr.contains("help: add `--only a`"),
+        "{stderr}"
+    );
+    assert!(!dir.join("b").exists(), "nothing may run");
+
+    let unknown = common::pipeline(&["run", file, "--only", "nope"]);
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert_eq!(unknown.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--only `nope`: no such stage") && stderr.contains("stages: a, b, c"),
+        "{stderr}"
+    );
+}

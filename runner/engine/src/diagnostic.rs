@@ -129,14 +129,16 @@ impl fmt::Display for Diagnostic {
                 )?;
                 if let Some(text) = label.source.line(loc.line) {
                     let text = text.trim_end();
-                    writeln!(f, "{pad}|")?;
-                    writeln!(f, "{line_no} | {text}")?;
                     let start = loc.col.saturating_sub(1) as usize;
                     let width = if loc.len > 0 {
                         loc.len as usize
                     } else {
                         token_width(text, start)
                     };
+                    let (text, start, width) = shown_window(text, start, width);
+                    let text = text.as_str();
+                    writeln!(f, "{pad}|")?;
+                    writeln!(f, "{line_no} | {text}")?;
                     let mut underline = String::new();
                     for ch in text.chars().take(start) {
                         underline.push(if ch == '\t' { '\t' } else { ' ' });
@@ -158,6 +160,44 @@ impl fmt::Display for Diagnostic {
         }
         Ok(())
     }
+}
+
+/// Characters of a source line shown around the error at most.
+const SHOWN_CHARS: usize = 100;
+
+/// The part of `line` shown under the location: at most [`SHOWN_CHARS`]
+/// characters around the caret (with `…` where it was cut), and every
+/// control or direction-changing character replaced by `?` one for one, so
+/// the caret stays in place and nothing in the file can rewrite the
+/// terminal. Returns the text and the caret's start and width in it.
+fn shown_window(line: &str, start: usize, width: usize) -> (String, usize, usize) {
+    let chars: Vec<char> = line
+        .chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200F}' | '\u{FEFF}');
+            if (c.is_control() && c != '\t') || bidi {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if chars.len() <= SHOWN_CHARS {
+        return (chars.into_iter().collect(), start, width);
+    }
+    let from = start.saturating_sub(SHOWN_CHARS / 3).min(chars.len());
+    let to = (from + SHOWN_CHARS).min(chars.len());
+    let mut text: String = chars[from..to].iter().collect();
+    let mut caret = start - from;
+    if from > 0 {
+        text.insert(0, '…');
+        caret += 1;
+    }
+    if to < chars.len() {
+        text.push('…');
+    }
+    let width = width.min(to.saturating_sub(start)).max(1);
+    (text, caret, width)
 }
 
 /// Width of the YAML token starting at `start`: a quoted string, or up to the

@@ -75,6 +75,9 @@ pub struct HostConfig {
 pub struct Inventory {
     pub hosts: BTreeMap<String, Host>,
     pub groups: BTreeMap<String, Vec<String>>,
+    /// An inventory file could not be read (already reported): names
+    /// it would have defined are not reported again as unknown.
+    pub incomplete: bool,
 }
 
 impl Default for Inventory {
@@ -84,6 +87,7 @@ impl Default for Inventory {
         Inventory {
             hosts,
             groups: BTreeMap::new(),
+            incomplete: false,
         }
     }
 }

@@ -49,18 +49,24 @@ pub fn resolve_inventory(
             }
             .map_err(|e| e.to_string())
         };
-        match std::fs::read_to_string(&file).map_err(|e| e.to_string()).and_then(read) {
+        match std::fs::read_to_string(&file)
+            .map_err(|e| e.to_string())
+            .and_then(read)
+        {
             Ok((h, g)) => {
                 configs.extend(h.into_iter().map(|(k, v)| (k, (v, path.loc))));
                 for (name, members) in g {
                     groups.insert(name, members.into_iter().map(|m| (m, path.loc)).collect());
                 }
             }
-            Err(e) => diags.push(
-                Diagnostic::error(format!("cannot read Ansible inventory {}: {e}", file.display()))
-                    .at(source, path.loc)
-                    .with_help("an Ansible inventory: INI (`[group]` sections of `name ansible_host=ADDR` lines) or YAML (.yml/.yaml)"),
-            ),
+            Err(e) => {
+                inventory.incomplete = true;
+                diags.push(
+                    Diagnostic::error(format!("cannot read Ansible inventory {}: {e}", file.display()))
+                        .at(source, path.loc)
+                        .with_help("an Ansible inventory: INI (`[group]` sections of `name ansible_host=ADDR` lines) or YAML (.yml/.yaml)"),
+                );
+            }
         }
     }
     for (name, host) in &inv.hosts {
@@ -205,6 +211,8 @@ pub fn stage_targets(
                     }
                 }
             }
+            // Reported once, as the unreadable inventory file.
+            Err(_) if inventory.incomplete => {}
             Err(unknown) => diags.push(
                 Diagnostic::error(format!("`on`: {unknown}"))
                     .at(source, loc)

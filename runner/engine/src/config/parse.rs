@@ -108,6 +108,44 @@ fn explain(message: &str) -> (String, Option<String>) {
             Some("keep one: the later one would silently replace the earlier".into()),
         );
     }
+    // The budgets, in the words of what the file does rather than the
+    // library's names ("budget breached: Documents { documents: 2 }").
+    if let Some(rest) = message.strip_prefix("budget breached: ") {
+        let what = rest.split([' ', '{']).next().unwrap_or_default();
+        let (text, help) = match what {
+            "Documents" => (
+                "a pipeline file holds one YAML document; a second one starts here".to_string(),
+                "remove the `---` line and what follows, or put that suite in a file of its own",
+            ),
+            "Nodes" | "Events" => (
+                "the file expands to more YAML nodes than a pipeline may have (250000 nodes, 1000000 events)".to_string(),
+                "aliases that repeat aliases multiply: write the values out, or use `matrix:`",
+            ),
+            "Aliases" | "Anchors" => (
+                "the file uses more than 1000 YAML anchors or aliases".to_string(),
+                "write the values out, or use `vars:` and templates",
+            ),
+            "Depth" => (
+                "values nest deeper than 64 levels".to_string(),
+                "a pipeline never needs that: check the brackets",
+            ),
+            "TotalScalarBytes" | "ScalarBytes" => (
+                "the file's values add up to more than 16 MiB of text".to_string(),
+                "keep large data in files the stages read, not in the suite",
+            ),
+            _ => (
+                format!("the file is too large or too deep for a pipeline ({rest})"),
+                "pipelines are small files; check for a runaway generator or alias",
+            ),
+        };
+        return (text, Some(help.into()));
+    }
+    if message == "recursion limit exceeded" {
+        return (
+            "values nest deeper than a pipeline may".into(),
+            Some("a pipeline never needs that: check the brackets".into()),
+        );
+    }
     if message.starts_with("expected mapping") {
         return (
             format!("{message}: a pipeline file is a mapping"),
