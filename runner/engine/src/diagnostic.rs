@@ -31,7 +31,7 @@ impl Source {
             })
     }
 
-    fn line(&self, line: u32) -> Option<&str> {
+    pub fn line(&self, line: u32) -> Option<&str> {
         self.text.lines().nth(line.checked_sub(1)? as usize)
     }
 }

@@ -24,6 +24,11 @@ pub struct NameScope<'a> {
     pub all: Vec<&'a str>,
     /// Output names of each stage whose plugin could be resolved (native or file).
     pub outputs: &'a BTreeMap<String, Vec<String>>,
+    /// The id of the stage the templates belong to.
+    pub current: &'a str,
+    /// The stage has a `matrix:` that did not compile (already reported):
+    /// its axes are unknown, so `matrix.X` is not checked.
+    pub matrix_broken: bool,
 }
 
 /// Checks one template or expression; returns (message, help) problems.
@@ -65,6 +70,9 @@ fn check_name(name: &str, scope: &NameScope) -> Option<(String, Option<String>)>
         }
         "matrix" => {
             let key = field?;
+            if scope.matrix_broken {
+                return None;
+            }
             (!scope.axes.iter().any(|a| a == key)).then(|| {
                 let help = if scope.axes.is_empty() {
                     Some("this stage has no `matrix`".to_string())
@@ -105,6 +113,12 @@ fn check_name(name: &str, scope: &NameScope) -> Option<(String, Option<String>)>
 fn check_stage_ref(parts: &[&str], scope: &NameScope) -> Option<(String, Option<String>)> {
     let id = parts.get(1).copied()?;
     let Some((_, plugin)) = scope.earlier.iter().find(|(s, _)| *s == id) else {
+        if id == scope.current {
+            return Some((
+                format!("stage `{id}` reads its own outputs"),
+                Some("outputs exist only once the stage has run: take the value from `vars:` or from an earlier stage".into()),
+            ));
+        }
         if scope.all.contains(&id) {
             return Some((
                 format!("stage `{id}` runs later; its outputs do not exist yet"),

@@ -108,6 +108,8 @@ fn compile_stage(
             .collect(),
         all: scope.all_stages.iter().map(|s| s.id.as_str()).collect(),
         outputs: &scope.stage_outputs,
+        current: stage.id.as_str(),
+        matrix_broken: stage.matrix.is_some() && matrix.is_none(),
     };
     check_templates(scope, stage, &with, &name_scope, diags);
     if let Some(plugin) = &plugin {

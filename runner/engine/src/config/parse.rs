@@ -59,7 +59,29 @@ pub fn yaml_error(source: &Arc<Source>, error: &serde_saphyr::Error) -> Diagnost
         .unwrap_or_default();
     let raw = error.without_snippet().to_string();
     let message = strip_location_suffix(&raw);
-    let (message, help) = explain(message);
+    let (message, help) = match integer_range(message) {
+        // "invalid u16": name the value and the range instead.
+        Some(range) => {
+            let token = source
+                .line(loc.line)
+                .and_then(|l| l.get(loc.col.saturating_sub(1) as usize..))
+                .map(|rest| {
+                    rest.split([',', '}', ']', ' ', '#'])
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .filter(|t| !t.is_empty());
+            (
+                match token {
+                    Some(t) => format!("`{t}` is out of range here"),
+                    None => "a number out of range".to_string(),
+                },
+                Some(format!("a whole number from {range} is expected")),
+            )
+        }
+        None => explain(message),
+    };
     let mut d = Diagnostic::error(message).with_help_opt(help);
     if loc.is_known() {
         d = d.at(source, loc);
@@ -67,6 +89,21 @@ pub fn yaml_error(source: &Arc<Source>, error: &serde_saphyr::Error) -> Diagnost
         d = d.at(source, Loc::default());
     }
     d
+}
+
+/// The range of the integer type serde names in "invalid u16".
+fn integer_range(message: &str) -> Option<&'static str> {
+    Some(match message.strip_prefix("invalid ")? {
+        "u8" => "0 to 255",
+        "u16" => "0 to 65535",
+        "u32" => "0 to 4294967295",
+        "u64" | "usize" => "0 to 18446744073709551615",
+        "i8" => "-128 to 127",
+        "i16" => "-32768 to 32767",
+        "i32" => "-2147483648 to 2147483647",
+        "i64" | "isize" => "-9223372036854775808 to 9223372036854775807",
+        _ => return None,
+    })
 }
 
 /// serde-saphyr appends " at line L, column C"; we show the location ourselves.
