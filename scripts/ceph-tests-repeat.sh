@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs the tests that use the Ceph cluster N times in a row (default 10),
+# each time against a freshly started sandbox, and stops at the first
+# failure. The evidence that these tests do not flake:
+#
+#   scripts/ceph-tests-repeat.sh [N]
+#
+# Prints one line per round (tests passed, seconds) and a summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-10}"
+cargo build -q --workspace --all-targets
+bin=./target/debug/pipeline
+export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-repeat-sandbox}"
+trap '$bin sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true' EXIT
+# The test binaries that talk to the cluster.
+tests=(--test ceph --test faults --test recovery --test objgw)
+passed_rounds=0
+for round in $(seq 1 "$rounds"); do
+  $bin sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true
+  $bin sandbox up --dir "$PIPELINE_SANDBOX_DIR" >/dev/null
+  eval "$($bin sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
+  log="$(mktemp)"
+  start=$(date +%s)
+  set +e
+  cargo test -q -p pipeline "${tests[@]}" >"$log" 2>&1
+  status=$?
+  cargo test -q -p pipeline-wasm --test ceph_plugins >>"$log" 2>&1
+  status=$((status + $?))
+  set -e
+  secs=$(( $(date +%s) - start ))
+  passed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^passed/) p += $i } END { print p + 0 }' "$log")
+  failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^failed/) f += $i } END { print f + 0 }' "$log")
+  echo "round $round/$rounds: fresh sandbox, $passed passed, $failed failed, ${secs}s"
+  if [ "$status" -ne 0 ]; then
+    echo "round $round failed; its output:"
+    cat "$log"
+    exit 1
+  fi
+  rm -f "$log"
+  passed_rounds=$round
+done
+echo "$passed_rounds consecutive rounds passed, each on a fresh sandbox"
