@@ -22,14 +22,13 @@ fn load(path: &Path) -> Result<RunResults, String> {
     if path.is_dir() {
         return RunResults::load(path).map_err(|e| e.to_string());
     }
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "{}: {} (give a run folder or its results.json)",
-            path.display(),
-            e.kind()
-        )
-    })?;
-    RunResults::parse(&text, path).map_err(|e| e.to_string())
+    if !path.exists() {
+        return Err(format!(
+            "{}: not found (give a run folder or its results.json)",
+            path.display()
+        ));
+    }
+    RunResults::load_file(path).map_err(|e| e.to_string())
 }
 
 /// One line per regression, for stderr.

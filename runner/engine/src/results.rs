@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 pub use pipeline_model::{Artifact, CommandRecord, Resource};
 
 pub const RESULTS_FILE: &str = "results.json";
+/// The largest results.json `pipeline report`, `compare`, `history` and
+/// `cleanup` read. Real ones are kilobytes to a few MiB (a 10-stage suite
+/// repeated 10 times on 10 hosts stays far below): every stage output in
+/// them is bounded, and raw outputs and series are files of their own.
+pub const MAX_RESULTS_BYTES: u64 = 64 << 20;
 /// The shape of results.json this binary writes, and the newest it reads.
 /// Readers ignore fields they do not know, so adding an optional field needs
 /// no new version; anything an older reader would misread (a new status, a
@@ -232,6 +237,8 @@ pub enum ResultsError {
     },
     #[error("{} is not a pipeline results file: {reason}", .path.display())]
     NotResults { path: PathBuf, reason: String },
+    #[error("{} is {} MiB, more than a results file holds (at most {} MiB: raw outputs and series live in their own files); it was not written by pipeline, or was altered", .path.display(), .bytes >> 20, MAX_RESULTS_BYTES >> 20)]
+    TooLarge { path: PathBuf, bytes: u64 },
     /// Written by a newer pipeline, in a shape this one may misread.
     #[error("{}", too_new_message(path, *found, written_by.as_deref()))]
     TooNew {
@@ -268,11 +275,23 @@ impl RunResults {
     /// version is refused before its shape is looked at, so it gets a
     /// message about versions rather than about fields.
     pub fn load(run_dir: &Path) -> Result<Self, ResultsError> {
-        let path = run_dir.join(RESULTS_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| ResultsError::Read {
+        Self::load_file(&run_dir.join(RESULTS_FILE))
+    }
+
+    /// A results file by its own path (`compare` takes either).
+    pub fn load_file(path: &Path) -> Result<Self, ResultsError> {
+        let path = path.to_path_buf();
+        let read_error = |source| ResultsError::Read {
             path: path.clone(),
             source,
-        })?;
+        };
+        // Refused before it is read: parsing a file of hundreds of MiB takes
+        // gigabytes of memory and minutes.
+        let bytes = std::fs::metadata(&path).map_err(read_error)?.len();
+        if bytes > MAX_RESULTS_BYTES {
+            return Err(ResultsError::TooLarge { path, bytes });
+        }
+        let text = std::fs::read_to_string(&path).map_err(read_error)?;
         Self::parse(&text, &path)
     }
 
@@ -450,6 +469,18 @@ mod tests {
         let e = parse(&text).unwrap_err();
         assert!(matches!(e, ResultsError::Invalid { .. }), "{e:?}");
         assert!(e.to_string().contains("unknown variant `exploded`"), "{e}");
+    }
+
+    #[test]
+    fn a_results_file_too_large_to_be_real_is_refused_before_reading() {
+        let dir = std::env::temp_dir().join(format!("results-too-large-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Sparse: the size is what counts, nothing is written.
+        let file = std::fs::File::create(dir.join(RESULTS_FILE)).unwrap();
+        file.set_len(MAX_RESULTS_BYTES + 1).unwrap();
+        let e = RunResults::load(&dir).unwrap_err().to_string();
+        assert!(e.ends_with("is 64 MiB, more than a results file holds (at most 64 MiB: raw outputs and series live in their own files); it was not written by pipeline, or was altered"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

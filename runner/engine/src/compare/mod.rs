@@ -204,10 +204,7 @@ pub fn with_baseline(
         regressions: Vec::new(),
         error: Some(error),
     };
-    let baseline = match std::fs::read_to_string(&planned.baseline)
-        .map_err(|e| format!("{}: {e}", planned.baseline.display()))
-        .and_then(|text| RunResults::parse(&text, &planned.baseline).map_err(|e| e.to_string()))
-    {
+    let baseline = match RunResults::load_file(&planned.baseline).map_err(|e| e.to_string()) {
         Ok(b) => b,
         Err(e) => return failed(e),
     };
