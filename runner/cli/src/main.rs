@@ -48,7 +48,7 @@ enum Command {
         file: PathBuf,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Run folder (default: runs/<UTC timestamp>-<name>).
+        /// Run folder (default: runs/<UTC timestamp>-<6 hex>-<name>).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Run only these stages (cleanup always runs).

@@ -289,9 +289,12 @@ fn pool_delete_disabled_is_reported_and_nothing_else_deleted() {
     assert!(report.contains("was left in place"));
     // The pool stays, but what could be removed inside it was.
     assert!(pools().contains(&pool.to_string()));
-    let (_, images) = ceph("rbd", &["ls", pool]);
+    let (listed, images) = ceph("rbd", &["ls", pool]);
+    // An empty listing counts only when the listing worked.
+    assert!(listed, "rbd ls failed: {images}");
     assert!(images.trim().is_empty(), "images left: {images}");
-    let (_, objects) = ceph("rados", &["-p", pool, "ls"]);
+    let (listed, objects) = ceph("rados", &["-p", pool, "ls"]);
+    assert!(listed, "rados ls failed: {objects}");
     assert!(
         !objects.contains("benchmark_data"),
         "benchmark objects left: {objects}"
@@ -468,8 +471,8 @@ fn cleanup_attempts_every_removal_and_reports_each_failure() {
     let allow_again = PoolDeleteAllowed;
     let (code, r, _) = run("tests/ceph/cleanup-continues.yaml", &[]);
     drop(allow_again);
-    let (_, objects) = ceph("rados", &["-p", pool, "ls"]);
-    let (_, images) = ceph("rbd", &["ls", pool]);
+    let (objects_listed, objects) = ceph("rados", &["-p", pool, "ls"]);
+    let (images_listed, images) = ceph("rbd", &["ls", pool]);
     delete_pool(pool);
     delete_pool(ec_pool);
     ceph(
@@ -481,6 +484,8 @@ fn cleanup_attempts_every_removal_and_reports_each_failure() {
             "pipeline-test-continue-ec-profile",
         ],
     );
+    assert!(objects_listed, "rados ls failed: {objects}");
+    assert!(images_listed, "rbd ls failed: {images}");
 
     assert_eq!(code, Some(1), "{r:#}");
     assert_eq!(stage(&r, "pin-image")["status"], "succeeded", "{r:#}");

@@ -343,3 +343,52 @@ fn ctrl_c_during_a_ceph_stage_stops_it_and_cleanup_removes_what_it_wrote() {
     );
     assert_eq!(pools(), before);
 }
+
+const SHARED_SUITE: &str = r#"
+name: two-at-once
+env: [CEPH_CONF]
+cluster:
+  conf: "{{ env.CEPH_CONF }}"
+  command_timeout: 60s
+stages:
+  - id: pool
+    uses: ceph-pool
+    with: {name: "pipeline-test-{{ run.id }}", size: 1, pg_num: 8}
+  - id: write
+    uses: rados-bench
+    with: {pool: "{{ stages.pool.outputs.pool }}", mode: write, seconds: 3, block_size: 4K, concurrent_ops: 4, max_objects: 100000}
+cleanup:
+  - id: cleanup
+    uses: ceph-cleanup
+"#;
+
+/// Two runs of one suite started in the same second against one cluster:
+/// different run ids (so different pools, bench run names and buckets),
+/// both succeed, and each cleanup removes only what its own run created.
+#[test]
+fn two_runs_of_one_suite_at_once_do_not_touch_each_other() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let before = pools();
+    let (first, first_dir) = spawn_run(SHARED_SUITE, "two-at-once-1");
+    let (second, second_dir) = spawn_run(SHARED_SUITE, "two-at-once-2");
+    let (code1, text1) = finish(first, Duration::from_secs(120));
+    let (code2, text2) = finish(second, Duration::from_secs(120));
+    assert_eq!(code1, Some(0), "{text1}");
+    assert_eq!(code2, Some(0), "{text2}");
+    let (r1, r2) = (results(&first_dir).unwrap(), results(&second_dir).unwrap());
+    assert_ne!(r1["run_id"], r2["run_id"]);
+    let created = |r: &Value| -> Vec<String> {
+        r["created"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                assert_eq!(c["removed"], true, "{c}");
+                format!("{} {}", c["kind"], c["name"])
+            })
+            .collect()
+    };
+    let (c1, c2) = (created(&r1), created(&r2));
+    assert!(c1.iter().all(|c| !c2.contains(c)), "{c1:?}\n{c2:?}");
+    assert_eq!(pools(), before);
+}

@@ -163,12 +163,24 @@ fn without_run_ids(text: &str) -> String {
 }
 
 fn shape_of_stage(s: &Value) -> Value {
-    let mut names: Vec<&str> = s["metrics"]
+    // Each metric with the host it is for (`host=all`: the aggregate), so a
+    // missing host row or aggregate shows; other labels (targets, tests)
+    // are kept apart by the count.
+    let mut names: Vec<String> = s["metrics"]
         .as_array()
-        .map(|a| a.iter().filter_map(|m| m["name"].as_str()).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| {
+                    let name = m["name"].as_str()?;
+                    Some(match m["labels"]["host"].as_str() {
+                        Some(host) => format!("{name} host={host}"),
+                        None => name.to_string(),
+                    })
+                })
+                .collect()
+        })
         .unwrap_or_default();
     names.sort_unstable();
-    names.dedup();
     json!({
         "id": s["id"],
         "status": s["status"],

@@ -318,7 +318,7 @@ impl Plan {
 }
 
 /// FNV-1a, 64 bits: a stable hash (the same in every build, unlike std's).
-fn fnv1a(text: &str) -> u64 {
+pub(crate) fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -63,8 +63,9 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
     }
     let started = Utc::now();
     let run_id = format!(
-        "{}-{}",
+        "{}-{}-{}",
         started.format("%Y%m%dT%H%M%SZ"),
+        unique_tag(),
         sanitize(&plan.name)
     );
     let run_dir = opts
@@ -906,6 +907,23 @@ fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
         line.push_str(&format!(" ({r})"));
     }
     line
+}
+
+/// Six hex digits that tell apart two runs of one suite started in the same
+/// second (on one client, or on several against one cluster): the run id
+/// names what a run creates (bench run names, buckets, key prefixes), and
+/// two runs must never share those. From this process's id, the host name
+/// and the clock's nanoseconds.
+fn unique_tag() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = format!(
+        "{}:{}:{nanos}",
+        std::process::id(),
+        crate::host::host_info().hostname
+    );
+    format!("{:06x}", crate::plan::fnv1a(&seed) & 0xff_ffff)
 }
 
 fn rfc3339(t: chrono::DateTime<Utc>) -> String {

@@ -8,16 +8,27 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 fn shape_of_stage(s: &Value) -> Value {
-    let names = |key: &str| -> Vec<Value> {
-        s[key]
-            .as_array()
-            .map(|a| a.iter().map(|m| m["name"].clone()).collect())
-            .unwrap_or_default()
-    };
+    // The data cases' metrics come from `exec` stages that echo fixed
+    // numbers: their values are deterministic and compared too.
+    let metrics: Vec<Value> = s["metrics"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|m| {
+                    Value::String(format!(
+                        "{}={} {}",
+                        m["name"].as_str().unwrap_or("?"),
+                        m["value"],
+                        m["unit"].as_str().unwrap_or("")
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     json!({
         "id": s["id"],
         "status": s["status"],
-        "metrics": names("metrics"),
+        "metrics": metrics,
         "outputs": s["outputs"].as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
         "error": s["error"],
         "skip_reason": s["skip_reason"],
