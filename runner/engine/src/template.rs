@@ -116,6 +116,38 @@ impl std::io::Write for Bounded {
     }
 }
 
+/// A filter or test a template names that does not exist (an unknown
+/// function is an undefined name, reported by the name check), found
+/// before anything runs: the template is rendered once with every name
+/// defined as an empty value (chainable undefined) and a small fuel budget,
+/// so a loop cannot run away. Other failures (a filter that rejects the
+/// empty value) are not this check's business: the real run reports them.
+pub fn unknown_callable(text: &str, is_expression: bool) -> Option<String> {
+    let mut env = environment();
+    env.set_undefined_behavior(UndefinedBehavior::Chainable);
+    env.set_fuel(Some(100_000));
+    let result = if is_expression {
+        env.compile_expression(strip_braces(text))
+            .and_then(|e| e.eval(Value::UNDEFINED).map(|_| ()))
+    } else {
+        env.template_from_str(text).and_then(|t| {
+            t.render_captured_to(Value::UNDEFINED, Bounded::default())
+                .map(|_| ())
+        })
+    };
+    match result {
+        Err(e)
+            if matches!(
+                e.kind(),
+                minijinja::ErrorKind::UnknownFilter | minijinja::ErrorKind::UnknownTest
+            ) =>
+        {
+            Some(TemplateError(e).to_string())
+        }
+        _ => None,
+    }
+}
+
 pub fn eval_bool(env: &Environment<'_>, expr: &str, ctx: &Value) -> Result<bool, TemplateError> {
     let expr = strip_braces(expr);
     Ok(env.compile_expression(expr)?.eval(ctx)?.is_true())

@@ -50,7 +50,14 @@ pub fn check(text: &str, is_expression: bool, scope: &NameScope) -> Vec<(String,
     };
     let mut names: Vec<String> = names.into_iter().collect();
     names.sort();
-    names.iter().filter_map(|n| check_name(n, scope)).collect()
+    let mut problems: Vec<_> = names.iter().filter_map(|n| check_name(n, scope)).collect();
+    if let Some(unknown) = template::unknown_callable(text, is_expression) {
+        problems.push((
+            format!("template: {unknown}"),
+            Some("minijinja's built-in filters and tests are available (e.g. `lower`, `default`, `int`, `join`); see https://docs.rs/minijinja/latest/minijinja/filters/".into()),
+        ));
+    }
+    problems
 }
 
 fn check_name(name: &str, scope: &NameScope) -> Option<(String, Option<String>)> {
@@ -102,6 +109,8 @@ fn check_name(name: &str, scope: &NameScope) -> Option<(String, Option<String>)>
             })
         }
         "stages" => check_stage_ref(&parts, scope),
+        // minijinja's global functions (`range(3)`, `dict(a=1)`).
+        "range" | "dict" | "namespace" | "debug" => None,
         _ => Some((
             format!("undefined name `{root}`"),
             did_you_mean(root, ROOTS.iter().copied())
