@@ -164,9 +164,9 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
                 .filter(|s| s.status == pipeline_engine::results::StageStatus::Failed)
                 .count();
             println!(
-                "run {}: {:?}{}",
+                "run {}: {}{}",
                 r.run_id,
-                r.status,
+                r.status.as_str(),
                 if failed > 0 {
                     format!(" ({failed} failed stage(s))")
                 } else {

@@ -73,7 +73,7 @@ impl Histogram {
                 .map_err(|e| HistogramError::Record {
                     name: name.clone(),
                     value,
-                    reason: format!("{e:?}"),
+                    reason: e.to_string(),
                 })?;
         }
         Self::encode(name, unit, Labels::new(), &hdr)
@@ -128,7 +128,7 @@ impl Histogram {
                 .add(part.decode()?)
                 .map_err(|e| HistogramError::Merge {
                     name: first.name.clone(),
-                    reason: format!("{e:?}"),
+                    reason: e.to_string(),
                 })?;
         }
         Self::encode(
@@ -151,7 +151,7 @@ impl Histogram {
             .map_err(|e| fail(e.to_string()))?;
         let mut hdr: Hdr = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
-            .map_err(|e| fail(format!("{e:?}")))?;
+            .map_err(|e| fail(e.to_string()))?;
         // Merging in values beyond the decoded range grows it.
         hdr.auto(true);
         Ok(hdr)
@@ -163,7 +163,7 @@ impl Histogram {
             .serialize(hdr, &mut bytes)
             .map_err(|e| HistogramError::Encode {
                 name: name.clone(),
-                reason: format!("{e:?}"),
+                reason: e.to_string(),
             })?;
         Ok(Histogram {
             name,
