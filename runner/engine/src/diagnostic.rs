@@ -111,7 +111,7 @@ impl fmt::Display for Diagnostic {
     ///    = help: did you mean `exec`?
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "error: {}", self.message)?;
+        writeln!(f, "error: {}", visible(&self.message))?;
         let mut gutter = 1;
         if let Some(label) = &self.label {
             let loc = label.loc;
@@ -156,10 +156,33 @@ impl fmt::Display for Diagnostic {
             }
         }
         if let Some(help) = &self.help {
-            writeln!(f, "{}= help: {help}", " ".repeat(gutter))?;
+            writeln!(f, "{}= help: {}", " ".repeat(gutter), visible(help))?;
         }
         Ok(())
     }
+}
+
+/// Whether `c` would be invisible or rearrange what is shown: control
+/// characters (but line breaks and tabs), direction overrides and
+/// isolates, zero-width characters, the byte-order mark.
+fn invisible(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200F}' | '\u{FEFF}')
+}
+
+/// A message as shown: an id or name from the file that holds invisible
+/// characters is written with them spelled out (`\u{202e}`), so `a<RLO>b`
+/// cannot pass for another name, or reorder the line.
+fn visible(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if invisible(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Characters of a source line shown around the error at most.
@@ -173,14 +196,7 @@ const SHOWN_CHARS: usize = 100;
 fn shown_window(line: &str, start: usize, width: usize) -> (String, usize, usize) {
     let chars: Vec<char> = line
         .chars()
-        .map(|c| {
-            let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200F}' | '\u{FEFF}');
-            if (c.is_control() && c != '\t') || bidi {
-                '?'
-            } else {
-                c
-            }
-        })
+        .map(|c| if invisible(c) { '?' } else { c })
         .collect();
     if chars.len() <= SHOWN_CHARS {
         return (chars.into_iter().collect(), start, width);
