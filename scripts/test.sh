@@ -5,6 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The sandbox binds fixed ports (3300, 6789, 7480) and the tests fixed
+# iperf3 ports: one test run per machine at a time. A second one stops here
+# instead of tearing down the first one's cluster.
+exec 9>/tmp/pipeline-tests.lock
+if ! flock -n 9; then
+  echo "error: another test run holds /tmp/pipeline-tests.lock (scripts/test.sh or scripts/ceph-tests-repeat.sh); wait for it to finish" >&2
+  exit 1
+fi
 scripts/install-deps.sh
 # The example WASM plugins, from source, into plugins/wasm/ (tests and full-baseline use them).
 plugins/guests/build.sh
