@@ -382,15 +382,24 @@ fn descendants(root: i32) -> Vec<i32> {
     found
 }
 
-/// 2222 when it is free on both addresses, else the next free port.
+/// 2222 when it is free on both addresses, else the next free port. Tests
+/// of one binary start their sshd in parallel: a port handed to one is
+/// never handed to another, even before its sshd has bound it (checking
+/// alone would give two of them the same free port). Other processes are
+/// kept out by the test lock (scripts/test.sh).
 fn free_port() -> u16 {
-    (PREFERRED_PORT..PREFERRED_PORT + 100)
+    static CLAIMED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    let port = (PREFERRED_PORT..PREFERRED_PORT + 100)
         .find(|port| {
-            ADDRESSES
-                .iter()
-                .all(|a| TcpListener::bind((*a, *port)).is_ok())
+            !claimed.contains(port)
+                && ADDRESSES
+                    .iter()
+                    .all(|a| TcpListener::bind((*a, *port)).is_ok())
         })
-        .expect("no free port in 2222..2322 on 127.0.0.2 and 127.0.0.3")
+        .expect("no free port in 2222..2322 on 127.0.0.2 and 127.0.0.3");
+    claimed.push(port);
+    port
 }
 
 fn run_ok(command: &mut Command) {
