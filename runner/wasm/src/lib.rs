@@ -27,6 +27,9 @@ pub use error::WasmError;
 pub use limits::Limits;
 pub use loader::WasmLoader;
 pub use stage::WasmStage;
+/// The WIT value conversions, for the fuzz target `wasm_values`.
+#[cfg(feature = "fuzzing")]
+pub use versions::v0_1_0::fuzz_conversions;
 
 /// Interface versions this runner runs, newest last.
 pub const SUPPORTED_INTERFACES: &[&str] = &["0.1.0"];
