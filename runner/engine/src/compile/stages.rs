@@ -508,7 +508,13 @@ fn check_instance(
 ) {
     let reads_outputs = references::stage_dependencies(stage);
     let env = template::environment();
-    let run = serde_json::json!({"id": "<run id>", "dir": "<run dir>", "name": "<name>"});
+    // Shaped like a real run: a template such as `pipeline-{{ run.id }}`
+    // must pass the checks a real id passes (no spaces, no brackets).
+    let run = serde_json::json!({
+        "id": "20000101T000000Z-000000-validate",
+        "dir": "/runs/20000101T000000Z-000000-validate",
+        "name": "validate",
+    });
     let ctx = crate::template::context(serde_json::json!({
         "vars": scope.vars, "env": scope.env, "run": run, "matrix": instance.matrix, "stages": {},
     }));
