@@ -65,10 +65,13 @@ fn results(run_dir: &Path) -> Option<Value> {
     serde_json::from_str(&text).ok()
 }
 
-/// Waits until the `slow` stage's command has started (its stdout file exists).
+/// Waits until the `slow` stage's command runs: its shell has written its
+/// pid (the output file exists before the command starts, so it would not
+/// say the shell got that far).
 fn wait_for_slow_stage(run_dir: &Path) {
+    let pid_file = run_dir.parent().unwrap().join("slow.pid");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !run_dir.join("stages/slow/01-command.stdout").exists() {
+    while std::fs::read_to_string(&pid_file).map_or(true, |p| !p.ends_with('\n')) {
         assert!(Instant::now() < deadline, "the slow stage never started");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -262,4 +265,47 @@ fn interrupted_disk_baseline_removes_its_scratch_file() {
         results(&run_dir).unwrap()["stages"][0]["status"],
         "cancelled"
     );
+}
+
+/// SIGKILL in the middle of disk-baseline: the scratch file stays (nothing
+/// can run in a killed process), the ledger's journal names it, and
+/// `pipeline cleanup` removes it and only it.
+#[test]
+fn a_killed_disk_baseline_leaves_its_scratch_file_to_pipeline_cleanup() {
+    let dir = common::temp_dir("disk-sigkill");
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("someone-elses"), "keep").unwrap();
+    let file = dir.join("disk.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: disk-sigkill\nstages:\n  - id: disk\n    uses: disk-baseline\n    with: {{targets: [{}], size: 16M, runtime: 60, tests: [fio-randread]}}\n",
+            scratch.display()
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let mut child = spawn_run(&file, &run_dir);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_dir(&scratch).unwrap().count() < 2 {
+        assert!(Instant::now() < deadline, "the scratch file never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500)); // into the fio run
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait();
+    let journal = std::fs::read_to_string(run_dir.join("created.jsonl")).unwrap();
+    assert!(journal.contains("\"kind\":\"scratch-file\""), "{journal}");
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 2);
+
+    let out = common::pipeline(&["cleanup", run_dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("removed: scratch-file `local:"), "{text}");
+    let left: Vec<String> = std::fs::read_dir(&scratch)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(left, ["someone-elses"]);
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cancel::Signals;
 use crate::compile::{CompileOptions, compile_source};
-use crate::context::Resource;
+use crate::context::{Resource, SCRATCH_FILE};
 use crate::diagnostic::{Diagnostics, Source};
 use crate::progress::Progress;
 use crate::registry::Registry;
@@ -180,6 +180,8 @@ pub fn clean_up(
     let first_new = results.cleanup.len();
     let results =
         crate::runner::clean_up_again(&plan, run_dir, results, &suffix, signals, progress);
+    let mut results = results;
+    let scratch_failures = remove_scratch_files(&plan, run_dir, &mut results);
     let after = leftovers(&results);
     let removed = before
         .into_iter()
@@ -207,7 +209,16 @@ pub fn clean_up(
     } else {
         failures.join("; ")
     };
-    let left = after.into_iter().map(|r| (r, why.clone())).collect();
+    let left = after
+        .into_iter()
+        .map(|r| {
+            let why = scratch_failures
+                .iter()
+                .find(|(name, _)| *name == r.name && r.kind == SCRATCH_FILE)
+                .map_or_else(|| why.clone(), |(_, e)| e.clone());
+            (r, why)
+        })
+        .collect();
     save(&results, run_dir)?;
     Ok(Recovered {
         results,
@@ -215,6 +226,79 @@ pub fn clean_up(
         removed,
         left,
     })
+}
+
+/// Files a stage created on a host for its measurement (disk-baseline's
+/// scratch file) and a killed run left: removed by the runner itself, on
+/// the host the ledger names (`HOST:PATH`), found among the suite's hosts.
+/// Returns (ledger name, why) for each that is still there.
+fn remove_scratch_files(
+    plan: &crate::plan::Plan,
+    run_dir: &Path,
+    results: &mut RunResults,
+) -> Vec<(String, String)> {
+    let mut failures = Vec::new();
+    let hosts: Vec<&crate::hosts::Host> = plan
+        .stages
+        .iter()
+        .chain(&plan.cleanup)
+        .flat_map(|s| &s.targets)
+        .collect();
+    let dir = run_dir.join("stages").join("scratch-files.recovery");
+    let _ = std::fs::create_dir_all(&dir);
+    for (n, r) in results
+        .created
+        .iter_mut()
+        .filter(|r| r.kind == SCRATCH_FILE && !r.removed)
+        .enumerate()
+    {
+        let Some((host_name, path)) = r.name.split_once(':') else {
+            continue;
+        };
+        let host = if host_name == crate::hosts::LOCAL {
+            Some(crate::hosts::Host::local())
+        } else {
+            hosts
+                .iter()
+                .find(|h| h.name == host_name)
+                .map(|h| (*h).clone())
+        };
+        let Some(host) = host else {
+            failures.push((
+                r.name.clone(),
+                format!("host `{host_name}` is not in the suite's inventory any more; remove {path} there by hand"),
+            ));
+            continue;
+        };
+        let spec = crate::exec::CommandSpec::new(vec![
+            "rm".into(),
+            "-f".into(),
+            "--".into(),
+            path.to_string(),
+        ])
+        .timeout(std::time::Duration::from_secs(60));
+        let spec = host.wrap(&spec, Some(std::time::Duration::from_secs(60)));
+        let (out, err) = (
+            dir.join(format!("{:02}-rm.stdout", n + 1)),
+            dir.join(format!("{:02}-rm.stderr", n + 1)),
+        );
+        match crate::exec::run_to_files(&spec, &out, &err, None, &Default::default()) {
+            Ok(done) if done.exit == crate::exec::Exit::Code(0) => {
+                r.removed = true;
+                let _ = crate::ledger_journal::append(run_dir, r);
+            }
+            Ok(done) => failures.push((
+                r.name.clone(),
+                format!(
+                    "`rm -f -- {path}` on {host_name} failed ({}): {}",
+                    done.exit,
+                    std::fs::read_to_string(&err).unwrap_or_default().trim()
+                ),
+            )),
+            Err(e) => failures.push((r.name.clone(), format!("cannot run rm on {host_name}: {e}"))),
+        }
+    }
+    failures
 }
 
 /// The suite as the run saved it, compiled with the run's variables. It is

@@ -607,6 +607,16 @@ fn read_back(path: &Path, limit: Option<u64>, shown: &str) -> String {
 }
 
 /// File-name-safe form of an id or label.
+/// Ledger kind of a file a stage created on a host for its measurement
+/// (disk-baseline's scratch file); the runner itself removes one a killed
+/// run left (`pipeline cleanup`).
+pub const SCRATCH_FILE: &str = "scratch-file";
+
+/// The ledger name of a scratch file: `HOST:PATH`.
+pub fn scratch_file_name(host: &str, path: &str) -> String {
+    format!("{host}:{path}")
+}
+
 pub fn sanitize(text: &str) -> String {
     text.chars()
         .map(|c| {

@@ -17,7 +17,7 @@ use std::path::{Component, Path};
 use std::time::Duration;
 
 use pipeline_model::{Measurement, unit};
-use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::context::{SCRATCH_FILE, StageContext, scratch_file_name};
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
@@ -371,9 +371,19 @@ impl TypedStage for DiskBaseline {
                 });
             }
             let resolved = resolve(ctx, target, scratch)?;
+            // In the ledger before it exists: a runner killed mid-test
+            // leaves `pipeline cleanup` the file to remove.
+            let ledger_name = scratch_file_name(&ctx.host.name, &resolved.path);
+            if resolved.created_file {
+                ctx.record_created(SCRATCH_FILE, &ledger_name);
+            }
             let measured = measure(ctx, &s, target, &resolved);
             let removed = if resolved.created_file {
-                remove(ctx, target, &resolved.path)
+                let removed = remove(ctx, target, &resolved.path);
+                if removed.is_ok() {
+                    ctx.mark_removed(SCRATCH_FILE, &ledger_name);
+                }
+                removed
             } else {
                 Ok(())
             };
