@@ -168,19 +168,18 @@ pub fn clean_up(
         });
     }
     let plan = compile_saved_suite(run_dir, &results, registry)?;
-    let suffix = format!(
-        ".recovery-{}",
-        results
-            .cleanup
-            .iter()
-            .filter(|r| r.id.contains(".recovery-"))
-            .count()
-            + 1
-    );
+    // One more than the last recovery's number (a recovery adds a record
+    // per cleanup stage, all with its number).
+    let last = results
+        .cleanup
+        .iter()
+        .filter_map(|r| r.id.rsplit_once(".recovery-")?.1.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0);
+    let suffix = format!(".recovery-{}", last + 1);
     let first_new = results.cleanup.len();
-    let results =
+    let mut results =
         crate::runner::clean_up_again(&plan, run_dir, results, &suffix, signals, progress);
-    let mut results = results;
     let scratch_failures = remove_scratch_files(&plan, run_dir, &mut results);
     let after = leftovers(&results);
     let removed = before
