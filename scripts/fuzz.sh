@@ -14,14 +14,16 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pipeline_yaml template inventory tool_output results_json)
+[ ${#targets[@]} -gt 0 ] || targets=(pipeline_yaml template inventory tool_output results_json wasm_values)
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
 seeds=fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{pipeline_yaml,template,inventory,tool_output,results_json}
+mkdir -p "$seeds"/{pipeline_yaml,template,inventory,tool_output,results_json,wasm_values}
+# WASM values: bytes read as WIT values (any bytes are a valid input).
+head -c 4096 runner/wasm/tests/fixtures/testkit-0.1.0.wasm > "$seeds/wasm_values/testkit-head"
 for f in pipelines/*.yaml tests/*/*.yaml; do
   cp "$f" "$seeds/pipeline_yaml/$(echo "$f" | tr / _)"
 done
