@@ -9,6 +9,8 @@
 //! - `runs::NAME`: `tests/runs/NAME.yaml` runs without a cluster; the shape
 //!   of its run (see `common::run_shape`) is `NAME.expect.json`, and no
 //!   secret reaches any file of its run folder.
+//! - `report::NAME`: `pipeline report` of `tests/report/NAME.results.json`
+//!   writes exactly `NAME.report.md`.
 //!
 //! `UPDATE_EXPECT=1` rewrites the golden files; a missing golden fails.
 
@@ -37,6 +39,19 @@ fn main() {
         plan_case,
     ));
     trials.extend(cases("runs", common::cases("tests/runs", "yaml"), run_case));
+    let reports: Vec<PathBuf> = common::cases("tests/report", "json")
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".results.json"))
+        .collect();
+    trials.extend(reports.into_iter().map(|file| {
+        let name = file
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches(".results.json")
+            .to_string();
+        Trial::test(format!("report::{name}"), move || report_case(&file, &name))
+    }));
     libtest_mimic::run(&args, trials).exit();
 }
 
@@ -102,4 +117,16 @@ fn run_case(case: &Path) -> Result<(), Failed> {
     }
     let text = serde_json::to_string_pretty(&shape).unwrap() + "\n";
     golden(case.with_extension("expect.json"), &text)
+}
+
+fn report_case(case: &Path, name: &str) -> Result<(), Failed> {
+    let dir = common::temp_dir(&format!("report-{name}"));
+    std::fs::copy(case, dir.join("results.json")).unwrap();
+    let out = common::pipeline(&["report", dir.to_str().unwrap()]);
+    if out.status.code() != Some(0) {
+        return Err(String::from_utf8_lossy(&out.stderr).to_string().into());
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    golden(case.with_file_name(format!("{name}.report.md")), &report)
 }
