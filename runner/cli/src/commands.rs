@@ -114,20 +114,29 @@ pub fn plan(file: &Path, sets: &[String]) -> u8 {
     }
 }
 
-pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) -> u8 {
-    // Handlers first: a Ctrl-C while compiling must not kill us mid-cleanup later.
+/// For commands that run stages (`run`, `cleanup`): signal handlers first
+/// (a Ctrl-C while compiling must not kill us mid-cleanup later), and the
+/// runner made the subreaper of what stages start, so processes that leave
+/// their process group (setsid) come back to it and are stopped after the
+/// stage. `None` (after the error) when the handlers cannot be installed.
+fn signals_and_subreaper() -> Option<Signals> {
     let signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot install signal handlers: {e}");
-            return EXIT_RUN_FAILED;
+            return None;
         }
     };
-    // Processes a stage starts that leave its process group (setsid) come
-    // back to the runner, which stops them after the stage.
     if let Err(e) = pipeline_engine::orphans::adopt() {
         eprintln!("warning: cannot become the subreaper of the run's processes: {e}");
     }
+    Some(signals)
+}
+
+pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) -> u8 {
+    let Some(signals) = signals_and_subreaper() else {
+        return EXIT_RUN_FAILED;
+    };
     let registry = registry();
     let overrides = match parse_sets(sets) {
         Ok(o) => o,
@@ -215,18 +224,9 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
 /// left behind, with the suite's own cleanup stages.
 pub fn cleanup(run_dir: &Path) -> u8 {
     use pipeline_engine::recovery::{self, RecoveryError};
-    let signals = match Signals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return EXIT_RUN_FAILED;
-        }
+    let Some(signals) = signals_and_subreaper() else {
+        return EXIT_RUN_FAILED;
     };
-    // Processes a stage starts that leave its process group (setsid) come
-    // back to the runner, which stops them after the stage.
-    if let Err(e) = pipeline_engine::orphans::adopt() {
-        eprintln!("warning: cannot become the subreaper of the run's processes: {e}");
-    }
     let registry = registry();
     match recovery::clean_up(run_dir, &registry, &signals, Progress::auto()) {
         Ok(done) => {

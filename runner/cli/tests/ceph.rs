@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::stage;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -56,16 +58,6 @@ fn run_in(file: &str, extra: &[&str]) -> (Option<i32>, Value, String, std::path:
     .unwrap();
     let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap_or_default();
     (out.status.code(), results, report, run_dir)
-}
-
-fn stage<'a>(results: &'a Value, id: &str) -> &'a Value {
-    results["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(results["cleanup"].as_array().unwrap())
-        .find(|s| s["id"] == id)
-        .unwrap_or_else(|| panic!("no stage {id} in {results:#}"))
 }
 
 fn metric(stage: &Value, name: &str) -> f64 {

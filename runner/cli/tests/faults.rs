@@ -9,6 +9,10 @@
 
 mod common;
 
+use common::results;
+
+use common::stage;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::Mutex;
@@ -69,10 +73,6 @@ fn spawn_run(suite: &str, name: &str) -> (Child, PathBuf) {
     (child, run_dir)
 }
 
-fn results(run_dir: &Path) -> Option<Value> {
-    serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).ok()?).ok()
-}
-
 fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !done() {
@@ -92,16 +92,6 @@ fn wait_for_stage(run_dir: &Path, id: &str, limit: Duration) {
                 .any(|s| s["id"] == id)
         })
     });
-}
-
-fn stage<'a>(r: &'a Value, id: &str) -> &'a Value {
-    r["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(r["cleanup"].as_array().unwrap())
-        .find(|s| s["id"] == id)
-        .unwrap_or_else(|| panic!("no stage {id} in {r:#}"))
 }
 
 /// Every PG active+clean again (after a fault), so later tests find the

@@ -3,11 +3,11 @@
 
 mod common;
 
+use common::results;
+
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
 
 const PIPELINE: &str = r#"
 name: interrupt
@@ -58,11 +58,6 @@ fn spawn_run(file: &Path, run_dir: &Path) -> Child {
     .stderr(Stdio::null())
     .spawn()
     .unwrap()
-}
-
-fn results(run_dir: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(run_dir.join("results.json")).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 /// Waits until the `slow` stage's command runs: its shell has written its

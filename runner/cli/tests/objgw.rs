@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::stage;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
@@ -143,15 +145,6 @@ fn run(
     )
     .unwrap();
     (out.status.code(), results, run_dir, output)
-}
-
-fn stage<'a>(results: &'a Value, id: &str) -> &'a Value {
-    results["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == id)
-        .unwrap_or_else(|| panic!("no stage {id} in {results:#}"))
 }
 
 /// The sum of metric `name` over the rows whose `op` label is `op` (all phases).

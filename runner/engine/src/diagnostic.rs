@@ -167,7 +167,8 @@ impl fmt::Display for Diagnostic {
 /// isolates, zero-width characters, the byte-order mark.
 fn invisible(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200F}' | '\u{FEFF}')
+        || crate::terminal::bidi_control(c)
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{FEFF}')
 }
 
 /// A message as shown: an id or name from the file that holds invisible

@@ -12,6 +12,7 @@ use crate::config::ReportConfig;
 use crate::diagnostic::Source;
 use crate::params::{self, Params};
 use crate::registry::RegisteredStage;
+use crate::report::charts::names::fnv1a;
 use crate::secrets::Redactor;
 use crate::stage::PlanContext;
 use crate::template;
@@ -141,7 +142,7 @@ impl Plan {
             distinct.dedup();
             for id in owners {
                 let name = if distinct.len() > 1 {
-                    format!("{folder}-{:08x}", fnv1a(id) as u32)
+                    format!("{folder}-{:08x}", fnv1a(id.as_bytes()) as u32)
                 } else {
                     folder.clone()
                 };
@@ -315,11 +316,4 @@ impl Plan {
         );
         out
     }
-}
-
-/// FNV-1a, 64 bits: a stable hash (the same in every build, unlike std's).
-pub(crate) fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }

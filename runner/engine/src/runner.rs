@@ -62,10 +62,11 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         return Err(RunError::Preflight(problems));
     }
     let started = Utc::now();
+    let host = crate::host::host_info();
     let run_id = format!(
         "{}-{}-{}",
         started.format("%Y%m%dT%H%M%SZ"),
-        unique_tag(),
+        unique_tag(&host.hostname),
         sanitize(&plan.name)
     );
     let run_dir = opts
@@ -103,7 +104,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
             runner: RunnerInfo {
                 version: env!("CARGO_PKG_VERSION").to_string(),
             },
-            host: crate::host::host_info(),
+            host,
             started_at: rfc3339(started),
             ended_at: None,
             duration_s: None,
@@ -914,16 +915,15 @@ fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
 /// names what a run creates (bench run names, buckets, key prefixes), and
 /// two runs must never share those. From this process's id, the host name
 /// and the clock's nanoseconds.
-fn unique_tag() -> String {
+fn unique_tag(hostname: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let seed = format!(
-        "{}:{}:{nanos}",
-        std::process::id(),
-        crate::host::host_info().hostname
-    );
-    format!("{:06x}", crate::plan::fnv1a(&seed) & 0xff_ffff)
+    let seed = format!("{}:{hostname}:{nanos}", std::process::id());
+    format!(
+        "{:06x}",
+        crate::report::charts::names::fnv1a(seed.as_bytes()) & 0xff_ffff
+    )
 }
 
 fn rfc3339(t: chrono::DateTime<Utc>) -> String {

@@ -23,7 +23,7 @@ pub fn text(s: &str) -> String {
 
 /// Whether `c` changes the direction text is shown in: the embeddings and
 /// overrides U+202A..U+202E and the isolates U+2066..U+2069.
-fn bidi_control(c: char) -> bool {
+pub(crate) fn bidi_control(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 

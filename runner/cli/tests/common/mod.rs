@@ -91,3 +91,19 @@ pub fn temp_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+/// results.json of a run folder, when it is there and whole.
+pub fn results(run_dir: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).ok()?).ok()
+}
+
+/// The record of stage instance `id` in a results.json (stages, then cleanup).
+pub fn stage<'a>(results: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    results["stages"]
+        .as_array()
+        .into_iter()
+        .chain(results["cleanup"].as_array())
+        .flatten()
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("no stage {id} in {results:#}"))
+}

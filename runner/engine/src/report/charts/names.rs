@@ -61,7 +61,8 @@ pub fn series_files<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String>
         .collect()
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a, 64 bits: a stable hash (the same in every build, unlike std's).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
