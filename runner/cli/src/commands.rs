@@ -25,7 +25,7 @@ pub const EXIT_RUN_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-fn print_diagnostics(d: &Diagnostics) {
+pub(crate) fn print_diagnostics(d: &Diagnostics) {
     // Diagnostics quote plugins (a `check` problem): no escapes reach the terminal.
     eprint!("{}", pipeline_engine::terminal::text(&d.to_string()));
     let n = d.len();
@@ -51,11 +51,15 @@ fn parse_sets(sets: &[String]) -> Result<Vec<(String, String)>, Diagnostics> {
     }
 }
 
-pub fn validate(files: &[PathBuf], check_hosts: bool) -> u8 {
+pub fn validate(files: &[PathBuf], check_hosts: bool, locked: bool) -> u8 {
     let registry = registry();
     let mut all = Diagnostics::default();
+    let options = CompileOptions {
+        locked,
+        ..Default::default()
+    };
     for file in files {
-        match compile_file(file, &registry, &CompileOptions::default()) {
+        match compile_file(file, &registry, &options) {
             Ok(plan) => {
                 let problems = if check_hosts {
                     pipeline_engine::preflight::check(&plan)
@@ -89,7 +93,7 @@ pub fn validate(files: &[PathBuf], check_hosts: bool) -> u8 {
     }
 }
 
-pub fn plan(file: &Path, sets: &[String]) -> u8 {
+pub fn plan(file: &Path, sets: &[String], locked: bool) -> u8 {
     let registry = registry();
     let overrides = match parse_sets(sets) {
         Ok(o) => o,
@@ -100,6 +104,7 @@ pub fn plan(file: &Path, sets: &[String]) -> u8 {
     };
     let options = CompileOptions {
         overrides,
+        locked,
         ..Default::default()
     };
     match compile_file(file, &registry, &options) {
@@ -133,7 +138,13 @@ fn signals_and_subreaper() -> Option<Signals> {
     Some(signals)
 }
 
-pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) -> u8 {
+pub fn run(
+    file: &Path,
+    sets: &[String],
+    out: Option<PathBuf>,
+    only: &[String],
+    locked: bool,
+) -> u8 {
     let Some(signals) = signals_and_subreaper() else {
         return EXIT_RUN_FAILED;
     };
@@ -148,6 +159,7 @@ pub fn run(file: &Path, sets: &[String], out: Option<PathBuf>, only: &[String]) 
     let options = CompileOptions {
         overrides,
         only: only.to_vec(),
+        locked,
         ..Default::default()
     };
     let plan = match compile_file(file, &registry, &options) {
@@ -339,6 +351,7 @@ pub fn plugins_list() -> u8 {
             p.description.name, p.description.summary
         );
     }
+    crate::registry_commands::list_cached();
     EXIT_OK
 }
 

@@ -6,6 +6,7 @@
 mod commands;
 mod compare;
 mod plugin_scaffold;
+mod registry_commands;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +36,10 @@ enum Command {
         /// Also check that every host answers over SSH and has the programs its stages need.
         #[arg(long)]
         check_hosts: bool,
+        /// Registry plugins only as the suite's lock file pins them (fails when
+        /// the lock is missing or stale).
+        #[arg(long)]
+        locked: bool,
     },
     /// Print the fully expanded plan without running anything.
     Plan {
@@ -42,6 +47,9 @@ enum Command {
         /// Override a variable: `--set pool_size=1`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Registry plugins only as the suite's lock file pins them.
+        #[arg(long)]
+        locked: bool,
     },
     /// Run a pipeline and write its run folder (results.json, report.md, raw outputs).
     Run {
@@ -54,6 +62,18 @@ enum Command {
         /// Run only these stages (cleanup always runs).
         #[arg(long = "only", value_name = "ID")]
         only: Vec<String>,
+        /// Registry plugins only as the suite's lock file (SUITE.lock) pins
+        /// them: fail when the lock is missing or stale.
+        #[arg(long)]
+        locked: bool,
+    },
+    /// Resolve the suite's `oci://` plugins to digests, pull them into the
+    /// cache, and write SUITE.lock next to it (entries already locked are kept).
+    Lock {
+        file: PathBuf,
+        /// Resolve every reference anew (take what the tags point to now).
+        #[arg(long)]
+        update: bool,
     },
     /// Re-render report.md of a run folder from its results.json.
     Report { run_dir: PathBuf },
@@ -143,6 +163,11 @@ enum PluginsCommand {
     List,
     /// Parameters, outputs, metrics (and for a WASM plugin: file, sha256, capabilities).
     Describe { name: String },
+    /// Publish a WASM plugin to an OCI registry: `pipeline plugins push
+    /// plugin.wasm oci://HOST[:PORT]/NAMESPACE/NAME:TAG`.
+    Push { file: PathBuf, reference: String },
+    /// Fetch a plugin from an OCI registry into the plugin cache (by tag or digest).
+    Pull { reference: String },
     /// Create a WASM plugin crate (Rust) with a test pipeline.
     New {
         name: String,
@@ -190,15 +215,27 @@ enum SandboxCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Cleanup { .. } | Command::Sandbox { .. }
+    ) {
+        quiet_broken_pipe();
+    }
     let code = match cli.command {
-        Command::Validate { files, check_hosts } => commands::validate(&files, check_hosts),
-        Command::Plan { file, set } => commands::plan(&file, &set),
+        Command::Validate {
+            files,
+            check_hosts,
+            locked,
+        } => commands::validate(&files, check_hosts, locked),
+        Command::Plan { file, set, locked } => commands::plan(&file, &set, locked),
         Command::Run {
             file,
             set,
             out,
             only,
-        } => commands::run(&file, &set, out, &only),
+            locked,
+        } => commands::run(&file, &set, out, &only, locked),
+        Command::Lock { file, update } => registry_commands::lock(&file, update),
         Command::Report { run_dir } => commands::report(&run_dir),
         Command::Cleanup { run_dir } => commands::cleanup(&run_dir),
         Command::Runs {
@@ -235,6 +272,12 @@ fn main() -> ExitCode {
         Command::Plugins {
             command: PluginsCommand::New { name, dir },
         } => commands::plugins_new(&name, dir.as_deref()),
+        Command::Plugins {
+            command: PluginsCommand::Push { file, reference },
+        } => registry_commands::push(&file, &reference),
+        Command::Plugins {
+            command: PluginsCommand::Pull { reference },
+        } => registry_commands::pull(&reference),
         Command::Schema { results } => commands::schema(results),
         Command::Parse { format, file } => commands::parse(&format, &file),
         Command::Sandbox { command } => match command {
@@ -250,4 +293,16 @@ fn main() -> ExitCode {
         },
     };
     ExitCode::from(code)
+}
+
+/// `pipeline plugins describe X | head`: a command that only prints ends
+/// quietly when its reader goes away, as Unix tools do, instead of panicking
+/// in `println!`. Not for `run`, `cleanup` and `sandbox`: there a closed pipe
+/// to a child must stay an error the runner handles, never a silent death
+/// that skips cleanup.
+fn quiet_broken_pipe() {
+    // SAFETY: before any thread is started; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }

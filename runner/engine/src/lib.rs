@@ -16,6 +16,7 @@ pub mod host;
 pub mod hosts;
 pub mod orphans;
 pub mod plan;
+pub mod plugin_lock;
 pub mod preflight;
 pub mod progress;
 pub mod recovery;

@@ -33,6 +33,9 @@ pub struct Plan {
     /// Runs of the whole suite (its `repeat:`, at least 1), and the pause between them.
     pub repeat: u32,
     pub repeat_pause: std::time::Duration,
+    /// The suite's lock file (`SUITE.lock`) as read, when its plugins come
+    /// from registries: the run folder keeps a copy beside pipeline.yaml.
+    pub lock_text: Option<String>,
 }
 
 /// The baseline of `report.compare_to`, and `report.thresholds`.

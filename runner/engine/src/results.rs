@@ -149,6 +149,10 @@ pub struct StageRecord {
     /// For a plugin loaded from a file (WASM), where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_file: Option<String>,
+    /// `sha256:<hex>` of the plugin file's bytes, so the run can be reproduced
+    /// with exactly the plugin it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -325,6 +325,11 @@ fn prepare_run_dir(plan: &Plan, run_dir: &Path) -> Result<(), RunError> {
     std::fs::create_dir_all(run_dir.join("stages")).map_err(err)?;
     // The suite as given, and as resolved (what `pipeline plan` shows).
     std::fs::write(run_dir.join("pipeline.yaml"), &plan.source.text).map_err(err)?;
+    // Beside it, the lock its registry plugins were resolved by: running the
+    // run folder's pipeline.yaml again runs the same plugin bytes.
+    if let Some(lock) = &plan.lock_text {
+        std::fs::write(run_dir.join("pipeline.lock"), lock).map_err(err)?;
+    }
     std::fs::write(run_dir.join("plan.txt"), plan.render_text()).map_err(err)?;
     Ok(())
 }
@@ -409,6 +414,7 @@ impl Runner<'_> {
             stage: stage.stage_id.clone(),
             plugin: stage.plugin.description.name.clone(),
             plugin_file: (stage.plugin.origin != "native").then(|| stage.plugin.origin.clone()),
+            plugin_sha256: stage.plugin.sha256.clone(),
             description: stage.description.clone(),
             matrix: stage.matrix.clone(),
             params: self

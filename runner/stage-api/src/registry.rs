@@ -12,8 +12,11 @@ use crate::stage::{Stage, StageDescription};
 pub struct RegisteredStage {
     pub stage: Arc<dyn Stage>,
     pub description: StageDescription,
-    /// `native`, or where a plugin file was loaded from.
+    /// `native`, or where a plugin file was loaded from (a path, or an
+    /// `oci://` reference with the manifest digest it resolved to).
     pub origin: String,
+    /// `sha256:<hex>` of a plugin file's bytes: what a run records it ran.
+    pub sha256: Option<String>,
 }
 
 /// Why a plugin named by `uses:` was not loaded. The variants are what the
@@ -89,6 +92,7 @@ impl Registry {
                 stage: Arc::new(stage),
                 description,
                 origin: "native".into(),
+                sha256: None,
             },
         );
     }

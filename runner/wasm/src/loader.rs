@@ -114,6 +114,7 @@ impl WasmLoader {
         Ok(RegisteredStage {
             description: plugin.description.clone(),
             origin: plugin.path.display().to_string(),
+            sha256: Some(format!("sha256:{}", plugin.sha256)),
             stage: Arc::new(WasmStage { plugin }),
         })
     }

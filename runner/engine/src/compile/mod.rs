@@ -4,6 +4,7 @@
 
 mod inventory;
 mod matrix;
+mod oci_plugins;
 mod references;
 mod stages;
 mod vars;
@@ -26,6 +27,9 @@ pub struct CompileOptions<'a> {
     pub only: Vec<String>,
     /// Environment lookup (the process environment, or a fixed map in tests).
     pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// `--locked`: every `oci://` plugin must be in the suite's lock file,
+    /// and the lock must list nothing else.
+    pub locked: bool,
 }
 
 impl Default for CompileOptions<'_> {
@@ -34,6 +38,7 @@ impl Default for CompileOptions<'_> {
             overrides: Vec::new(),
             only: Vec::new(),
             env: &|name| std::env::var(name).ok(),
+            locked: false,
         }
     }
 }
@@ -85,14 +90,16 @@ pub fn compile(
     let ceph = vars::resolve_cluster(config, &vars, &env, source, &mut diags);
     let inventory = inventory::resolve_inventory(config, &vars, &env, source, &mut diags);
 
+    let oci = oci_plugins::resolve(source, config, options, &mut diags);
     let scope = stages::Scope {
         source,
         registry,
+        oci: &oci,
         vars: &vars,
         env: &env,
         inventory: &inventory,
         all_stages: config.stages.iter().chain(&config.cleanup).collect(),
-        stage_outputs: stage_outputs(source, config, registry),
+        stage_outputs: stage_outputs(source, config, registry, &oci),
     };
     let main = stages::compile_stages(&scope, &config.stages, 0, &mut diags);
     let cleanup = stages::compile_stages(&scope, &config.cleanup, config.stages.len(), &mut diags);
@@ -146,6 +153,7 @@ pub fn compile(
         comparison,
         repeat,
         repeat_pause,
+        lock_text: oci.lock_text,
     })
 }
 
@@ -263,6 +271,7 @@ fn stage_outputs(
     source: &Arc<Source>,
     config: &PipelineConfig,
     registry: &Registry,
+    oci: &oci_plugins::OciPlugins,
 ) -> BTreeMap<String, Vec<String>> {
     let base_dir = source.path.parent().unwrap_or(Path::new("."));
     config
@@ -270,8 +279,9 @@ fn stage_outputs(
         .iter()
         .chain(&config.cleanup)
         .filter_map(|s| {
-            let sha = s.sha256.as_ref().map(|h| h.value.as_str());
-            let plugin = registry.resolve(&s.uses, base_dir, sha).ok().flatten()?;
+            let plugin = stages::resolve_plugin(registry, base_dir, s, oci)?
+                .ok()
+                .flatten()?;
             Some((
                 s.id.value.clone(),
                 plugin

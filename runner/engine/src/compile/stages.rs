@@ -19,6 +19,8 @@ use pipeline_stage_api::grants::env_grant_problem;
 pub struct Scope<'a> {
     pub source: &'a Arc<Source>,
     pub registry: &'a Registry,
+    /// Plugins from registries, fetched before the stages are compiled.
+    pub oci: &'a super::oci_plugins::OciPlugins,
     pub vars: &'a Map<String, Value>,
     pub env: &'a BTreeMap<String, String>,
     pub inventory: &'a crate::hosts::Inventory,
@@ -254,8 +256,8 @@ fn find_plugin(
         .path
         .parent()
         .unwrap_or(std::path::Path::new("."));
-    let sha256 = stage.sha256.as_ref().map(|s| s.value.as_str());
-    match scope.registry.resolve(uses, base_dir, sha256) {
+    // A registry plugin that could not be fetched was reported already.
+    match resolve_plugin(scope.registry, base_dir, stage, scope.oci)? {
         Ok(Some(p)) => Some(p),
         Ok(None) => {
             diags.push(
@@ -282,6 +284,31 @@ fn find_plugin(
             None
         }
     }
+}
+
+/// The plugin a stage's `uses` names: native, a plugin file, or a registry
+/// plugin (as the local file it was fetched to, checked against its digest
+/// and the stage's own `sha256:` pin when it has one). `None` for a registry
+/// plugin that was not fetched.
+pub(super) fn resolve_plugin(
+    registry: &Registry,
+    base_dir: &std::path::Path,
+    stage: &StageConfig,
+    oci: &super::oci_plugins::OciPlugins,
+) -> Option<Result<Option<RegisteredStage>, PluginError>> {
+    let pin = stage.sha256.as_ref().map(|s| s.value.as_str());
+    if !pipeline_oci::is_oci(&stage.uses) {
+        return Some(registry.resolve(&stage.uses, base_dir, pin));
+    }
+    let fetched = oci.fetched.get(&stage.uses.value)?;
+    let local = super::oci_plugins::local_uses(fetched);
+    let resolved = registry.resolve(&local, base_dir, Some(pin.unwrap_or(&fetched.wasm)));
+    Some(resolved.map(|found| {
+        found.map(|mut p| {
+            p.origin = super::oci_plugins::origin(&stage.uses, fetched);
+            p
+        })
+    }))
 }
 
 /// Grants must name capabilities the plugin asks for: granting `exec` to a

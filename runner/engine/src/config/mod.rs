@@ -89,7 +89,8 @@ pub struct EnvVarDetail {
 pub struct StageConfig {
     /// Unique id; other stages refer to its outputs as `{{ stages.ID.outputs.KEY }}`.
     pub id: Sp<String>,
-    /// Plugin name (`pipeline plugins list`).
+    /// Plugin name (`pipeline plugins list`), a `.wasm` path, or a registry
+    /// reference `oci://HOST[:PORT]/NAMESPACE/NAME:TAG` (or `@sha256:…`).
     pub uses: Sp<String>,
     /// Human description, shown in the report.
     #[serde(default)]
