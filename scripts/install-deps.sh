@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the runner, its tests and the sandbox cluster need on Debian 12:
-# Ceph 16.2 (mon, mgr, osd, radosgw, CLI), fio, iperf3, and helpers.
+# Ceph 16.2 (mon, mgr, osd, radosgw, CLI), fio, iperf3, an OCI registry, and helpers.
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
+# docker-registry, skopeo and apache2-utils (htpasswd): the OCI registry tests
+# start a real registry on 127.0.0.1 and read what we push with skopeo.
 packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 uuid-runtime curl git
-  openssh-server openssh-client)
+  openssh-server openssh-client docker-registry skopeo apache2-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -180,12 +180,20 @@ impl RegistryClient {
             Ok(out)
         });
         let wasm = match wasm {
+            // oci-client checks the digest while streaming: "… got sha256:…".
             Err(OciError::Registry { message, .. }) if message.contains("igest") => {
+                let actual = message
+                    .split("got ")
+                    .nth(1)
+                    .and_then(|rest| rest.get(..71))
+                    .filter(|d| crate::reference::is_digest(d))
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("another digest ({message})"));
                 return Err(OciError::DigestMismatch {
                     reference: shown,
                     what: "plugin blob".into(),
                     expected: layer.digest.clone(),
-                    actual: format!("other bytes ({message})"),
+                    actual,
                 });
             }
             other => other?,
@@ -329,9 +337,9 @@ impl RegistryClient {
             },
             helper_skipped: self.credentials.helper_skipped,
         };
-        let not_found = |what: &str| OciError::NotFound {
+        let not_found = |what: String| OciError::NotFound {
             reference: reference.to_string(),
-            what: what.to_string(),
+            what,
         };
         match e {
             OciDistributionError::RequestError(e) => OciError::Unreachable {
@@ -385,11 +393,11 @@ impl RegistryClient {
     }
 }
 
-fn what_of(reference: &OciReference) -> &'static str {
+fn what_of(reference: &OciReference) -> String {
     match (&reference.digest, &reference.tag) {
-        (Some(_), _) => "the manifest (by digest)",
-        (None, Some(_)) => "the tag",
-        _ => "the manifest",
+        (Some(d), _) => format!("the manifest {d}"),
+        (None, Some(t)) => format!("the tag `{t}`"),
+        _ => "the manifest".into(),
     }
 }
 

@@ -12,7 +12,7 @@ pub enum OciError {
         credentials: String,
         helper_skipped: bool,
     },
-    #[error("{reference}: {what} not found in the registry")]
+    #[error("{reference}: {what} is not in the registry")]
     NotFound { reference: String, what: String },
     #[error("{reference} is not a WASM component: {found}")]
     NotAComponent { reference: String, found: String },

@@ -48,6 +48,9 @@ pub struct Fetched {
     pub cached: bool,
 }
 
+/// A reference, the lock's digests for it, the cache folder.
+type MemoKey = (String, Option<String>, PathBuf);
+
 /// Where plugins are cached, and how the environment is read (credentials,
 /// insecure registries).
 pub struct Fetcher<'a> {
@@ -72,9 +75,7 @@ impl<'a> Fetcher<'a> {
     ) -> Result<Fetched, OciError> {
         // A run resolves each reference once: stages that share a tag run the
         // same bytes even if the tag moves mid-run.
-        static MEMO: OnceLock<
-            Mutex<HashMap<(String, Option<String>, PathBuf), Result<Fetched, OciError>>>,
-        > = OnceLock::new();
+        static MEMO: OnceLock<Mutex<HashMap<MemoKey, Result<Fetched, OciError>>>> = OnceLock::new();
         let key = (
             reference.to_string(),
             locked.map(|l| format!("{}{}", l.manifest, l.wasm)),

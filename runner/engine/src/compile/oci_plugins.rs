@@ -90,11 +90,18 @@ pub fn resolve(
             Ok(f) => {
                 out.fetched.insert(uses.value.clone(), f);
             }
-            Err(e) => diags.push(at(Diagnostic::error(format!(
-                "cannot load plugin `{}`: {e}",
-                uses.value
-            ))
-            .with_help_opt(e.hint()))),
+            Err(e) => {
+                // The message names the reference; the diagnostic already does.
+                let text = e.to_string();
+                let text = text
+                    .strip_prefix(&format!("{reference}: "))
+                    .unwrap_or(&text);
+                diags.push(at(Diagnostic::error(format!(
+                    "cannot load plugin `{}`: {text}",
+                    uses.value
+                ))
+                .with_help_opt(e.hint())))
+            }
         }
     }
     if options.locked
