@@ -584,3 +584,43 @@ fn a_component_published_by_another_tool_runs() {
     assert_eq!(s["status"], "succeeded", "{s:#}");
     assert_eq!(s["plugin_sha256"], wasm.as_str());
 }
+
+#[test]
+fn the_example_suite_runs_a_plugin_published_to_the_sandbox_registry() {
+    // scripts/test.sh starts the sandbox, whose registry is on 127.0.0.1:5000.
+    let registry = std::env::var("PIPELINE_SANDBOX_REGISTRY").expect(
+        "PIPELINE_SANDBOX_REGISTRY is not set: run through scripts/test.sh, which starts the sandbox and its registry",
+    );
+    common::cluster::conf();
+    let team = Team::new("example");
+    let suite_text = std::fs::read_to_string(root().join("pipelines/shared-plugin.yaml")).unwrap();
+    let reference = format!("oci://{registry}/storage-team/ceph-df:0.1.0");
+    assert!(
+        suite_text.contains(&reference),
+        "the example uses the sandbox registry"
+    );
+    std::fs::write(team.dir.join("suite.yaml"), &suite_text).unwrap();
+    let plugin = root().join("plugins/wasm/ceph-df.wasm");
+    let manifest = printed_digest(
+        &team.ok(&["plugins", "push", &plugin.display().to_string(), &reference]),
+        "manifest",
+    );
+    let suite = team.path("suite.yaml");
+    let out = team.ok(&["lock", &suite]);
+    assert!(
+        out.contains(&format!("locked  {reference} {manifest}")),
+        "{out}"
+    );
+    let r = team.run(&["--locked"], "run");
+    let s = stage(&r, "capacity");
+    assert_eq!(s["status"], "succeeded", "{s:#}");
+    assert_eq!(s["plugin"], "ceph-df");
+    assert_eq!(
+        s["plugin_sha256"],
+        sha256(&std::fs::read(&plugin).unwrap()).as_str()
+    );
+    assert!(
+        s["metrics"].as_array().is_some_and(|m| !m.is_empty()),
+        "ceph-df measured the cluster: {s:#}"
+    );
+}

@@ -22,6 +22,8 @@ pub enum DaemonKind {
     Mgr,
     Osd,
     Rgw,
+    /// The OCI registry for plugins (not Ceph; see `registry.rs`).
+    Registry,
 }
 
 impl DaemonKind {
@@ -32,6 +34,7 @@ impl DaemonKind {
             DaemonKind::Mgr => "ceph-mgr",
             DaemonKind::Osd => "ceph-osd",
             DaemonKind::Rgw => "radosgw",
+            DaemonKind::Registry => crate::registry::PROGRAM,
         }
     }
 }
@@ -70,7 +73,14 @@ impl Daemon {
         }
     }
 
-    /// Every daemon a complete sandbox runs, in start order.
+    pub fn registry() -> Daemon {
+        Daemon {
+            kind: DaemonKind::Registry,
+            id: "sandbox".into(),
+        }
+    }
+
+    /// Every Ceph daemon a complete sandbox runs, in start order.
     pub fn all() -> Vec<Daemon> {
         let mut all = vec![Daemon::mon(), Daemon::mgr()];
         all.extend((0..OSD_COUNT).map(Daemon::osd));
@@ -97,6 +107,7 @@ impl Daemon {
             "mgr" => DaemonKind::Mgr,
             "osd" if id.parse::<u32>().is_ok() => DaemonKind::Osd,
             "client" if id.starts_with("rgw.") => DaemonKind::Rgw,
+            "registry" => DaemonKind::Registry,
             _ => return None,
         };
         Some(Daemon {
@@ -125,6 +136,7 @@ fn kind_prefix(kind: DaemonKind) -> &'static str {
         DaemonKind::Mgr => "mgr",
         DaemonKind::Osd => "osd",
         DaemonKind::Rgw => "rgw",
+        DaemonKind::Registry => "registry",
     }
 }
 
@@ -139,6 +151,8 @@ mod tests {
         }
         assert_eq!(Daemon::rgw().name(), RGW_NAME);
         assert_eq!(Daemon::osd(2).name(), "osd.2");
+        let registry = Daemon::registry();
+        assert_eq!(Daemon::from_name(&registry.name()), Some(registry));
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub(crate) fn stop_daemons(layout: &Layout) -> (Vec<StoppedDaemon>, Vec<String>)
         }
     }
     let phase = |f: &PidFile| match f.daemon.kind {
-        DaemonKind::Rgw => 0,
+        DaemonKind::Rgw | DaemonKind::Registry => 0,
         DaemonKind::Mgr | DaemonKind::Osd => 1,
         DaemonKind::Mon => 2,
     };

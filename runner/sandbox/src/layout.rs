@@ -11,6 +11,8 @@ use crate::error::SandboxError;
 
 /// File whose presence marks a directory as created by this crate (and so safe to wipe).
 pub const MARKER: &str = ".pipeline-sandbox";
+/// The plugin registry's configuration, beside `ceph.conf`.
+pub const REGISTRY_CONFIG: &str = "registry.yml";
 
 /// Paths inside one sandbox directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +66,9 @@ impl Layout {
     }
     pub fn conf(&self) -> PathBuf {
         self.dir.join("ceph.conf")
+    }
+    pub fn registry_config(&self) -> PathBuf {
+        self.dir.join(REGISTRY_CONFIG)
     }
     pub fn env_json(&self) -> PathBuf {
         self.dir.join("env.json")

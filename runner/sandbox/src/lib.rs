@@ -32,6 +32,7 @@ mod pids;
 mod ports;
 mod process;
 mod readiness;
+pub mod registry;
 mod status;
 mod up;
 mod wait;

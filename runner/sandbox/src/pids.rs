@@ -58,6 +58,12 @@ pub(crate) fn cmdline_matches(argv: &[String], daemon: &Daemon, conf: &Path) -> 
     if binary != Some(daemon.kind.binary()) {
         return false;
     }
+    if daemon.kind == crate::daemons::DaemonKind::Registry {
+        // `docker-registry serve DIR/registry.yml`: the sandbox's own config.
+        let config = conf.with_file_name(crate::layout::REGISTRY_CONFIG);
+        return argv.get(1).map(String::as_str) == Some("serve")
+            && argv.get(2).map(String::as_str) == config.to_str();
+    }
     let conf = conf.to_string_lossy();
     let uses_conf = argv
         .windows(2)

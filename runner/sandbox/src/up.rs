@@ -67,6 +67,10 @@ pub(crate) fn up(
         (MON_PORTS[1], "monitor msgr1"),
         (opts.rgw_port, "radosgw S3/Swift"),
     ])?;
+    let with_registry = crate::registry::available();
+    if with_registry {
+        ports::ensure_free(&[(crate::registry::REGISTRY_PORT, "plugin registry")])?;
+    }
     recreate(&layout)?;
 
     let secrets = Secrets::generate()?;
@@ -74,7 +78,20 @@ pub(crate) fn up(
 
     // From here on daemons may run: stop them again if `up` fails, so a failed `up` does
     // not leave half a cluster holding the ports. The directory stays for its logs.
-    let result = start_and_wait(&layout, opts, &secrets, &deadline, &mut say);
+    let result =
+        start_and_wait(&layout, opts, &secrets, &deadline, &mut say).and_then(|mut env| {
+            if with_registry {
+                let pid = crate::registry::start(&layout, &deadline)?;
+                env.registry = Some(crate::registry::address());
+                say(&format!(
+                    "plugin registry on {} (pid {pid})",
+                    crate::registry::address()
+                ));
+            } else {
+                say("no plugin registry: docker-registry is not installed");
+            }
+            Ok(env)
+        });
     if result.is_err() {
         crate::down::stop_daemons(&layout);
     }
@@ -228,6 +245,7 @@ fn sandbox_env(layout: &Layout, opts: &SandboxOptions, secrets: &Secrets) -> San
         s3_region: "us-east-1".into(),
         swift_user: SWIFT_SUBUSER.into(),
         swift_key: secrets.swift_key.clone(),
+        registry: None,
     }
 }
 

@@ -162,7 +162,16 @@ fn up_use_down() {
     let err = pipeline_sandbox::up(&opts, &mut |_| {}).unwrap_err();
     assert!(matches!(err, SandboxError::AlreadyRunning { .. }), "{err}");
     let pids: Vec<u32> = status.daemons.iter().filter_map(|d| d.pid).collect();
-    assert_eq!(pids.len(), 6);
+    // 1 mon, 1 mgr, 3 OSDs, the gateway, and the plugin registry (installed by
+    // scripts/install-deps.sh).
+    assert!(
+        pipeline_sandbox::registry::available(),
+        "docker-registry is installed"
+    );
+    assert_eq!(pids.len(), 7, "{status}");
+    assert_eq!(env.registry.as_deref(), Some("127.0.0.1:5000"));
+    let v2 = http_get(5000, "/v2/", &[]);
+    assert!(v2.starts_with("HTTP/1.1 200"), "{v2}");
 
     // down stops exactly those, then a second down finds nothing
     let start = Instant::now();
