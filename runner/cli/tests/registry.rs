@@ -624,3 +624,94 @@ fn the_example_suite_runs_a_plugin_published_to_the_sandbox_registry() {
         "ceph-df measured the cluster: {s:#}"
     );
 }
+
+#[test]
+fn bytes_that_do_not_match_the_lock_or_the_cache_are_never_run() {
+    let mut registry = Registry::start("tamper");
+    let team = Team::new("tamper");
+    let reference = registry.reference("team/testkit:1.0");
+    team.push("testkit.wasm", &reference);
+    let suite = team.suite(&[&reference]);
+    team.ok(&["lock", &suite]);
+    let lock_file = team.dir.join("suite.lock");
+    let locked = std::fs::read_to_string(&lock_file).unwrap();
+    let wasm = sha256(&testkit());
+
+    // A lock whose plugin digest was edited: refused, naming both digests.
+    let forged = format!("sha256:{}", "0".repeat(64));
+    std::fs::write(&lock_file, locked.replace(&wasm, &forged)).unwrap();
+    let (code, err) = team.fails(&["run", &suite, "--locked"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!(
+            "cannot load plugin `{reference}`: the plugin (as locked) has digest {wasm}, expected {forged}; refusing it"
+        )),
+        "{err}"
+    );
+    std::fs::write(&lock_file, &locked).unwrap();
+
+    // A cached plugin changed on disk is not run: it is fetched again...
+    let cached = team
+        .cache
+        .join("oci/blobs/sha256")
+        .join(format!("{}.wasm", wasm.trim_start_matches("sha256:")));
+    let mut bytes = std::fs::read(&cached).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&cached, &bytes).unwrap();
+    let r = team.run(&["--locked"], "run");
+    assert_eq!(stage(&r, "kit0")["plugin_sha256"], wasm.as_str());
+    assert_eq!(
+        std::fs::read(&cached).unwrap(),
+        testkit(),
+        "the cache was mended"
+    );
+
+    // ...and without the registry, refused rather than run.
+    std::fs::write(&cached, &bytes).unwrap();
+    registry.stop();
+    let (code, err) = team.fails(&["run", &suite, "--locked"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is unreachable"), "{err}");
+    assert!(!team.dir.join("run2").exists());
+}
+
+#[test]
+fn a_hostile_manifest_is_refused_before_its_blob_is_read() {
+    let registry = Registry::start("hostile");
+    let team = Team::new("hostile");
+    let repository = "evil/plugin";
+    let wasm = registry.upload_blob(repository, &testkit(), &team.dir);
+    let config = registry.upload_blob(repository, b"{}", &team.dir);
+    // The layer claims 3 GiB, and its title carries terminal escapes.
+    let manifest = |size: u64| {
+        format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.wasm.config.v0+json","digest":"{config}","size":2}},"layers":[{{"mediaType":"application/wasm","digest":"{wasm}","size":{size},"annotations":{{"org.opencontainers.image.title":"\u001b[2J\u001b]0;pwned\u0007evil.wasm"}}}}]}}"#
+        )
+    };
+    registry.put_manifest(repository, "huge", &manifest(3 << 30), &team.dir);
+    let (code, err) = team.fails(&["plugins", "pull", &registry.reference("evil/plugin:huge")]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("its layer is 3221225472 bytes; a plugin is at most 67108864"),
+        "{err}"
+    );
+
+    registry.put_manifest(
+        repository,
+        "1.0",
+        &manifest(testkit().len() as u64),
+        &team.dir,
+    );
+    team.ok(&["plugins", "pull", &registry.reference("evil/plugin:1.0")]);
+    let out = team.pipeline(&["plugins", "list"]);
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        list.contains(&registry.reference("evil/plugin:1.0")),
+        "{list}"
+    );
+    assert!(
+        !list.contains('\u{1b}') && !list.contains('\u{7}'),
+        "no escape reaches the terminal: {list:?}"
+    );
+}
