@@ -19,6 +19,17 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -q
   # A postinst prints "Failed to connect to bus" without systemd; the install still succeeds.
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if [[ " ${missing[*]} " == *" docker-registry "* ]]; then
+    # Debian starts its docker-registry service on install (port 5000, every
+    # interface). Nothing here needs it: the sandbox and the tests start their
+    # own on 127.0.0.1. Stop and disable the one this install started.
+    if [ -d /run/systemd/system ]; then
+      "${sudo_cmd[@]}" systemctl disable --now docker-registry >/dev/null 2>&1 || true
+    else
+      "${sudo_cmd[@]}" service docker-registry stop >/dev/null 2>&1 || true
+      "${sudo_cmd[@]}" update-rc.d docker-registry disable >/dev/null 2>&1 || true
+    fi
+  fi
 fi
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust 1.95+ (rustup)" >&2; exit 1; }
 

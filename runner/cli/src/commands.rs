@@ -357,6 +357,12 @@ pub fn plugins_list() -> u8 {
 
 pub fn plugins_describe(name: &str) -> u8 {
     let registry = registry();
+    if pipeline_oci::is_oci(name) {
+        return match crate::registry_commands::fetch_for_describe(&registry, name) {
+            Ok(p) => describe_plugin(p),
+            Err(code) => code,
+        };
+    }
     let found = registry.get(name).cloned().map(Ok).or_else(|| {
         // A WASM plugin by name on the plugin path, or by file path.
         let cwd = Path::new(".");
@@ -383,6 +389,10 @@ pub fn plugins_describe(name: &str) -> u8 {
             return EXIT_INVALID;
         }
     };
+    describe_plugin(p)
+}
+
+fn describe_plugin(p: pipeline_engine::registry::RegisteredStage) -> u8 {
     if p.origin != "native" {
         let d = &p.description;
         println!(
@@ -392,10 +402,10 @@ pub fn plugins_describe(name: &str) -> u8 {
             p.origin
         );
         println!("  {}\n", t(&d.summary));
-        if let Ok(bytes) = std::fs::read(&p.origin) {
+        if let Some(sha) = &p.sha256 {
             println!(
                 "sha256: {}  (pin it with `sha256:`)",
-                pipeline_wasm::cache::sha256_hex(&bytes)
+                sha.trim_start_matches("sha256:")
             );
         }
         println!(

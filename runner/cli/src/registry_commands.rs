@@ -130,6 +130,32 @@ pub fn pull(reference: &str) -> u8 {
     }
 }
 
+/// `plugins describe oci://…`: the plugin fetched (from the cache when the
+/// reference pins a digest), loaded, with the reference as its origin.
+pub fn fetch_for_describe(
+    registry: &pipeline_engine::registry::Registry,
+    text: &str,
+) -> Result<pipeline_engine::registry::RegisteredStage, u8> {
+    let reference = parse_reference(text)?;
+    let fetched = Fetcher::new(&env)
+        .fetch(&reference, None)
+        .map_err(|e| registry_error(&e))?;
+    let local = fetched.path.display().to_string();
+    match registry.resolve(&local, Path::new("."), Some(&fetched.wasm)) {
+        Ok(Some(mut p)) => {
+            p.origin = format!("{reference} ({})", fetched.manifest);
+            Ok(p)
+        }
+        Ok(None) => Err(EXIT_RUN_FAILED),
+        Err(e) => {
+            print_diagnostics(
+                &Diagnostic::error(format!("{reference} is not a usable plugin: {e}")).into(),
+            );
+            Err(EXIT_RUN_FAILED)
+        }
+    }
+}
+
 /// The registry plugins in the cache, for `plugins list`.
 pub fn list_cached() {
     let fetcher = Fetcher::new(&env);

@@ -219,6 +219,17 @@ fn a_pushed_plugin_is_read_by_skopeo_and_runs_from_the_registry() {
         list.contains(&reference) && list.contains(&manifest),
         "{list}"
     );
+    let described = team.ok(&["plugins", "describe", &reference]);
+    assert!(
+        described.starts_with(&format!(
+            "testkit 0.1.0 (WebAssembly plugin: {reference} ({manifest}))"
+        )),
+        "{described}"
+    );
+    assert!(
+        described.contains(&format!("sha256: {}", wasm.trim_start_matches("sha256:"))),
+        "{described}"
+    );
 }
 
 #[test]
@@ -587,7 +598,7 @@ fn a_component_published_by_another_tool_runs() {
 
 #[test]
 fn the_example_suite_runs_a_plugin_published_to_the_sandbox_registry() {
-    // scripts/test.sh starts the sandbox, whose registry is on 127.0.0.1:5000.
+    // scripts/test.sh starts the sandbox, whose registry is on 127.0.0.1:5055.
     let registry = std::env::var("PIPELINE_SANDBOX_REGISTRY").expect(
         "PIPELINE_SANDBOX_REGISTRY is not set: run through scripts/test.sh, which starts the sandbox and its registry",
     );

@@ -85,6 +85,12 @@ impl Cache {
         (crate::sha256_digest(&bytes) == record.wasm).then_some((record, path))
     }
 
+    /// The plugin bytes with this digest, if cached and intact.
+    pub fn wasm(&self, wasm_digest: &str) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(self.wasm_path(wasm_digest)).ok()?;
+        (crate::sha256_digest(&bytes) == wasm_digest).then_some(bytes)
+    }
+
     pub fn put(&self, record: &CachedManifest, wasm: &[u8]) -> Result<PathBuf, OciError> {
         let path = self.wasm_path(&record.wasm);
         write_atomic(&path, wasm).map_err(|e| self.error(&path, e))?;

@@ -116,7 +116,13 @@ impl RegistryClient {
         Ok(digest)
     }
 
-    pub fn pull(&self, reference: &OciReference) -> Result<Pulled, OciError> {
+    /// The manifest `reference` names, checked to be a WASM component, and its
+    /// bytes: from `cached` when it has them (by digest), else from the registry.
+    pub fn pull(
+        &self,
+        reference: &OciReference,
+        cached: &dyn Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<Pulled, OciError> {
         let r = reference.to_client();
         let shown = reference.to_string();
         let (raw, _) = self.run(reference, async {
@@ -164,6 +170,14 @@ impl RegistryClient {
             size: layer.size,
             ..OciDescriptor::default()
         };
+        if let Some(wasm) = cached(&layer.digest) {
+            return Ok(Pulled {
+                manifest: manifest_digest,
+                wasm_digest: layer.digest,
+                wasm,
+                title: layer.title,
+            });
+        }
         let pinned = reference.pinned(&manifest_digest).to_client();
         let wasm = self.run(reference, async {
             let mut sized = self.client.pull_blob_stream(&pinned, &descriptor).await?;

@@ -116,7 +116,7 @@ impl<'a> Fetcher<'a> {
             None => reference.clone(),
         };
         let client = RegistryClient::new(&reference.registry, self.env);
-        let pulled = match client.pull(&target) {
+        let pulled = match client.pull(&target, &|digest| self.cache.wasm(digest)) {
             Err(OciError::NotFound { .. }) if locked.is_some() && reference.tag.is_some() => {
                 let locked = pinned.clone().unwrap_or_default();
                 return Err(OciError::LockedDigestGone {

@@ -30,7 +30,7 @@ pub struct SandboxEnv {
     /// Swift user `sandbox:swift`.
     pub swift_user: String,
     pub swift_key: String,
-    /// The plugin registry, `127.0.0.1:5000`, when docker-registry is installed.
+    /// The plugin registry, `127.0.0.1:5055`, when docker-registry is installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
 }
@@ -113,7 +113,7 @@ mod tests {
             swift_auth_url: "http://127.0.0.1:7480/auth/1.0".into(),
             swift_user: "sandbox:swift".into(),
             swift_key: "k$y".into(),
-            registry: Some("127.0.0.1:5000".into()),
+            registry: Some("127.0.0.1:5055".into()),
         }
     }
 
@@ -139,7 +139,7 @@ mod tests {
             "export ST_USER=sandbox:swift",
             "export ST_KEY='k$y'",
             "export PIPELINE_SANDBOX_DIR=/tmp/pipeline-sandbox",
-            "export PIPELINE_SANDBOX_REGISTRY=127.0.0.1:5000",
+            "export PIPELINE_SANDBOX_REGISTRY=127.0.0.1:5055",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -1,5 +1,5 @@
-//! The sandbox's OCI registry: Debian's `docker-registry` on 127.0.0.1:5000,
-//! for sharing plugins (`pipeline plugins push`, `uses: oci://127.0.0.1:5000/…`)
+//! The sandbox's OCI registry: Debian's `docker-registry` on 127.0.0.1:5055,
+//! for sharing plugins (`pipeline plugins push`, `uses: oci://127.0.0.1:5055/…`)
 //! without any registry outside the machine. Started after the gateway when
 //! the program is installed (scripts/install-deps.sh installs it), stopped by
 //! `down` through its pid file like the Ceph daemons.
@@ -16,14 +16,16 @@ use crate::layout::Layout;
 use crate::pids::{PidFile, read_pid};
 use crate::process::{self, Deadline};
 
-pub const REGISTRY_PORT: u16 = 5000;
+/// Not 5000, the port a registry the machine already runs (Debian's
+/// docker-registry service) listens on: the sandbox never collides with it.
+pub const REGISTRY_PORT: u16 = 5055;
 pub const PROGRAM: &str = "docker-registry";
 
 pub fn available() -> bool {
     process::find_program(PROGRAM).is_some()
 }
 
-/// The registry's address, `127.0.0.1:5000`.
+/// The registry's address, `127.0.0.1:5055`.
 pub fn address() -> String {
     format!("127.0.0.1:{REGISTRY_PORT}")
 }

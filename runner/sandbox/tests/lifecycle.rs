@@ -169,8 +169,8 @@ fn up_use_down() {
         "docker-registry is installed"
     );
     assert_eq!(pids.len(), 7, "{status}");
-    assert_eq!(env.registry.as_deref(), Some("127.0.0.1:5000"));
-    let v2 = http_get(5000, "/v2/", &[]);
+    assert_eq!(env.registry.as_deref(), Some("127.0.0.1:5055"));
+    let v2 = http_get(5055, "/v2/", &[]);
     assert!(v2.starts_with("HTTP/1.1 200"), "{v2}");
 
     // down stops exactly those, then a second down finds nothing
