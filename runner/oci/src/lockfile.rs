@@ -96,12 +96,7 @@ impl Lockfile {
         let text = format!(
             "# Written by `pipeline lock {suite_name}`: the digest each plugin\n# reference resolved to. Commit it next to the suite.\n{body}"
         );
-        let tmp = path.with_extension("lock.tmp");
-        std::fs::write(&tmp, text).map_err(|e| fail(e.to_string()))?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            fail(e.to_string())
-        })
+        crate::cache::write_atomic(path, text.as_bytes()).map_err(|e| fail(e.to_string()))
     }
 }
 
