@@ -14,6 +14,7 @@ pub mod iperf3;
 pub mod rados_bench;
 pub mod rbd_bench;
 mod scan;
+pub mod swift_bench;
 
 pub use error::ParseError;
 use pipeline_model::Measurement;
@@ -38,6 +39,10 @@ pub const FORMATS: &[(&str, &str)] = &[
     ),
     ("iperf3-json", "iperf3 -J output"),
     ("iperf-text", "plain-text iperf3 or iperf2 output"),
+    (
+        "swift-bench",
+        "swift-bench (OpenStack, 2.0.0) log: its **FINAL** line per phase",
+    ),
 ];
 
 /// Parses `text` as the output named by `format` (one of [`FORMATS`]).
@@ -49,6 +54,7 @@ pub fn parse(format: &str, text: &str) -> Result<Measurement, ParseError> {
         "dd" => dd::parse(text),
         "iperf3-json" => iperf3::parse_json(text),
         "iperf-text" => iperf3::parse_text(text),
+        "swift-bench" => swift_bench::parse(text),
         _ => Err(ParseError::UnknownFormat {
             format: format.to_string(),
             known: FORMATS
