@@ -25,5 +25,6 @@ pub fn registry() -> Registry {
     r.add_native(Typed(host::disk_baseline::DiskBaseline));
     r.add_native(Typed(host::iperf3::Iperf3));
     r.add_native(Typed(objgw::s3_bench::S3Bench));
+    r.add_native(Typed(objgw::swift_bench::SwiftBench));
     r
 }

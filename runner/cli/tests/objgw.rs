@@ -168,9 +168,14 @@ fn metric(stage: &Value, name: &str, op: &str, phase: &str) -> f64 {
         .unwrap_or_else(|| panic!("no metric {name}{{op={op},phase={phase}}} in {stage:#}"))
 }
 
-/// No file of the run holds the secret key.
+/// No file of the run holds the S3 secret key or the Swift key.
 fn assert_secret_absent(run_dir: &std::path::Path) {
-    let secret = env("AWS_SECRET_ACCESS_KEY");
+    for secret in [env("AWS_SECRET_ACCESS_KEY"), env("ST_KEY")] {
+        assert_absent(run_dir, &secret);
+    }
+}
+
+fn assert_absent(run_dir: &std::path::Path, secret: &str) {
     let mut stack = vec![run_dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
@@ -180,7 +185,7 @@ fn assert_secret_absent(run_dir: &std::path::Path) {
             } else {
                 let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
                 assert!(
-                    !text.contains(&secret),
+                    !text.contains(secret),
                     "the secret key is in {}",
                     path.display()
                 );
@@ -377,5 +382,57 @@ fn ctrl_c_stops_the_load_and_still_removes_the_bucket() {
     assert!(
         !ledger.is_empty() && ledger.iter().all(|r| r["removed"] == true),
         "{ledger:#?}"
+    );
+}
+
+#[test]
+fn swift_put_counts_what_the_gateway_counts_and_leaves_nothing() {
+    let s = run_and_cross_check("tests/objgw/swift-put.yaml", "swift-put", "objgw-swift-put");
+    assert_eq!(s["plugin"], "swift-bench");
+    assert_eq!(metric(&s, "ops", "put", "measure"), 300.0);
+    assert_eq!(metric(&s, "bytes", "put", "measure"), 300.0 * 4096.0);
+    assert!(
+        metric(&s, "latency_p99", "put", "measure") >= metric(&s, "latency_p50", "put", "measure")
+    );
+}
+
+#[test]
+fn swift_mixed_runs_every_operation_over_two_containers_and_leaves_nothing() {
+    let s = run_and_cross_check(
+        "tests/objgw/swift-mixed.yaml",
+        "swift-mixed",
+        "objgw-swift-mixed",
+    );
+    for op in ["get", "put", "delete"] {
+        assert!(metric(&s, "ops", op, "measure") > 0.0, "no {op} measured");
+    }
+    assert_eq!(metric(&s, "ops", "put", "prefill"), 80.0);
+    assert!(
+        metric(&s, "ttfb_p50", "get", "measure") <= metric(&s, "latency_p50", "get", "measure")
+    );
+}
+
+#[test]
+fn a_wrong_swift_key_fails_at_once_with_one_clear_message() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let wrong = "not-the-swift-key-of-this-gateway";
+    let (code, r, run_dir, output) = run("tests/objgw/swift-put.yaml", &[], &[("ST_KEY", wrong)]);
+    assert_ne!(code, Some(0), "{output}");
+    let s = stage(&r, "swift-put");
+    let error = s["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        error.contains(&format!(
+            "refused the key of Swift user `{}` (HTTP 401)",
+            env("ST_USER")
+        )),
+        "{error}\n{output}"
+    );
+    assert_eq!(total(s, "ops", "put"), 0, "no request after the refusal");
+    assert_absent(&run_dir, wrong);
+    assert!(!output.contains(wrong));
+    assert!(
+        bucket_names()
+            .iter()
+            .all(|b| !b.contains("objgw-swift-put"))
     );
 }

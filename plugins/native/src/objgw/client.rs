@@ -67,7 +67,7 @@ impl OpError {
             if code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code.is_empty())
     }
 
-    fn from_transport(e: &reqwest::Error) -> Self {
+    pub(super) fn from_transport(e: &reqwest::Error) -> Self {
         if e.is_timeout() {
             return OpError::Timeout;
         }
@@ -92,7 +92,7 @@ impl OpError {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(err) = source {
@@ -190,6 +190,10 @@ impl S3Client {
         })
     }
 
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
     fn url(&self, bucket: &str, key: Option<&str>, query: &str) -> String {
         let mut url = format!("{}/{bucket}", self.endpoint.url);
         if let Some(key) = key {
@@ -281,34 +285,10 @@ impl S3Client {
         started: Instant,
     ) -> Result<Got, OpError> {
         let url = self.url(bucket, Some(key), "");
-        let mut response = self
+        let response = self
             .send(self.signed(reqwest::Method::GET, &url, None)?)
             .await?;
-        let ttfb = started.elapsed();
-        let mut received = 0usize;
-        let mut mismatch = false;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| OpError::from_transport(&e))?
-        {
-            let end = received + chunk.len();
-            if end > expected.len() || expected[received..end] != chunk[..] {
-                mismatch = true;
-            }
-            received = end;
-        }
-        if mismatch || received != expected.len() {
-            return Err(OpError::DataMismatch(format!(
-                "{received} bytes came back for an object of {} bytes{}",
-                expected.len(),
-                if mismatch { ", content differs" } else { "" }
-            )));
-        }
-        Ok(Got {
-            bytes: received as u64,
-            ttfb,
-        })
+        receive_checked(response, expected, started).await
     }
 
     pub async fn delete_object(&self, bucket: &str, key: &str) -> Result<(), OpError> {
@@ -317,7 +297,6 @@ impl S3Client {
             .await?;
         Ok(())
     }
-
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), OpError> {
         let url = self.url(bucket, None, "");
         self.send(self.signed(reqwest::Method::PUT, &url, None)?)
@@ -367,8 +346,42 @@ impl S3Client {
     }
 }
 
+/// Reads a GET's body, comparing it with `expected` chunk by chunk (no copy),
+/// and the time to the response headers from `started`.
+pub(super) async fn receive_checked(
+    mut response: reqwest::Response,
+    expected: &[u8],
+    started: Instant,
+) -> Result<Got, OpError> {
+    let ttfb = started.elapsed();
+    let mut received = 0usize;
+    let mut mismatch = false;
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| OpError::from_transport(&e))?
+    {
+        let end = received + chunk.len();
+        if end > expected.len() || expected[received..end] != chunk[..] {
+            mismatch = true;
+        }
+        received = end;
+    }
+    if mismatch || received != expected.len() {
+        return Err(OpError::DataMismatch(format!(
+            "{received} bytes came back for an object of {} bytes{}",
+            expected.len(),
+            if mismatch { ", content differs" } else { "" }
+        )));
+    }
+    Ok(Got {
+        bytes: received as u64,
+        ttfb,
+    })
+}
+
 /// Percent-encodes a key for the path (keeps `/`, as S3 does).
-fn encode_key(key: &str) -> String {
+pub(super) fn encode_key(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     for b in key.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
@@ -380,7 +393,7 @@ fn encode_key(key: &str) -> String {
     out
 }
 
-fn encode_query(value: &str) -> String {
+pub(super) fn encode_query(value: &str) -> String {
     encode_key(value).replace('/', "%2F")
 }
 

@@ -1,10 +1,15 @@
-//! Object gateway load: S3 (and later Swift) benchmark stages with their own
-//! lean request path, so that the client is not the bottleneck of the
-//! gateway it measures.
+//! Object gateway load: the S3 and Swift benchmark stages, with their own
+//! lean request paths so that the client is not the bottleneck of the
+//! gateway it measures. `load` is the engine both stages run; `store` is the
+//! one interface to either client.
 
 pub mod client;
+pub mod load;
 pub mod recorder;
 pub mod s3_bench;
+pub mod store;
+pub mod swift_bench;
+pub mod swift_client;
 
 /// Ledger kind of a bucket this run created (emptied and deleted by its cleanup).
 pub const S3_BUCKET: &str = "s3-bucket";

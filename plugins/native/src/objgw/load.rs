@@ -1,0 +1,1157 @@
+//! The load engine of `s3-bench` and `swift-bench`: PUT, GET or a weighted
+//! mix against an object gateway through a [`Store`] (the S3 or the Swift
+//! client), HDR latency histograms per operation, per-second series, errors
+//! counted by kind and the client's own CPU. GET and mixed workloads prefill
+//! the objects first (reported as the `prefill` phase); a warm-up is
+//! excluded from the figures.
+//!
+//! [`run`] removes what it wrote before it returns, after a failure or a
+//! Ctrl-C too: the buckets (containers) it created, emptied first, or in a
+//! pre-existing `bucket:` only the keys under this run's prefix.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pipeline_model::{Aggregate, Direction, Histogram, HistogramError, Metric, unit};
+use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::stage::{Action, MetricSpec, StageError, StageOutput};
+use pipeline_stage_api::typed::{ByteSize, Seconds};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use super::client::{OpError, Payload};
+use super::recorder::{MIB, Op, Phase, Recorder, stored};
+use super::store::Store;
+use super::{S3_BUCKET, S3_OBJECTS, bucket_name, key_prefix};
+
+/// The load parameters `s3-bench` and `swift-bench` share (flattened into
+/// each stage's `with:` beside its credentials).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct LoadConfig {
+    /// What the requests do: `put`, `get` (after a prefill) or `mixed` (weights in `mix`, after a prefill).
+    #[serde(default)]
+    pub workload: Workload,
+    /// Weights of the operations of a `mixed` workload.
+    #[serde(default)]
+    pub mix: Mix,
+    /// Size of every object.
+    #[serde(default = "four_kib")]
+    pub object_size: ByteSize,
+    /// Requests in flight.
+    #[serde(default = "sixteen")]
+    pub concurrency: u32,
+    /// How long the measured phase lasts (unless `operations` is set).
+    #[serde(default = "ten_seconds")]
+    pub duration: Seconds,
+    /// Stop after this many measured operations instead of after `duration`.
+    #[serde(default)]
+    pub operations: Option<u64>,
+    /// Load before the measured phase, excluded from the figures.
+    #[serde(default = "no_time")]
+    pub warmup: Seconds,
+    /// Buckets the keys spread over (one bucket's index slows PUTs as it grows).
+    #[serde(default = "one")]
+    pub buckets: u32,
+    /// Keys per bucket: the objects GET reads and PUT (over)writes.
+    #[serde(default = "thousand")]
+    pub objects_per_bucket: u32,
+    /// Use this existing bucket instead of creating buckets: it is never deleted, and only this run's keys (its prefix) are removed from it.
+    #[serde(default)]
+    pub bucket: Option<String>,
+    /// Threads of the client's runtime (the cores the load generator may use).
+    #[serde(default = "two")]
+    pub worker_threads: u32,
+    /// A request not answered within this time counts as a `timeout` error.
+    #[serde(default = "thirty_seconds")]
+    pub request_timeout: Seconds,
+    /// Share of failed requests (0..1) the stage tolerates; above it the stage fails with the counts. 0: any error fails it.
+    #[serde(default)]
+    pub max_error_rate: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    #[default]
+    Put,
+    Get,
+    Mixed,
+}
+
+/// Weights of the operations of a mixed workload.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Mix {
+    #[serde(default)]
+    pub get: u32,
+    #[serde(default)]
+    pub put: u32,
+    #[serde(default)]
+    pub delete: u32,
+}
+
+impl Default for Mix {
+    fn default() -> Self {
+        Mix {
+            get: 60,
+            put: 30,
+            delete: 10,
+        }
+    }
+}
+
+fn four_kib() -> ByteSize {
+    ByteSize::kib(4)
+}
+fn sixteen() -> u32 {
+    16
+}
+fn ten_seconds() -> Seconds {
+    Seconds::secs(10)
+}
+fn thirty_seconds() -> Seconds {
+    Seconds::secs(30)
+}
+fn no_time() -> Seconds {
+    Seconds::secs(0)
+}
+fn one() -> u32 {
+    1
+}
+fn two() -> u32 {
+    2
+}
+fn thousand() -> u32 {
+    1000
+}
+
+impl LoadConfig {
+    fn needs_prefill(&self) -> bool {
+        match self.workload {
+            Workload::Put => false,
+            Workload::Get => true,
+            Workload::Mixed => self.mix.get > 0 || self.mix.delete > 0,
+        }
+    }
+
+    fn slots(&self) -> usize {
+        self.buckets as usize * self.objects_per_bucket as usize
+    }
+
+    fn describe_workload(&self) -> String {
+        let what = match self.workload {
+            Workload::Put => "PUT".to_string(),
+            Workload::Get => "GET".to_string(),
+            Workload::Mixed => format!(
+                "mixed get:put:delete = {}:{}:{}",
+                self.mix.get, self.mix.put, self.mix.delete
+            ),
+        };
+        let length = match self.operations {
+            Some(n) => format!("{n} operations"),
+            None => format!("{} s", self.duration.as_secs_f64()),
+        };
+        format!(
+            "{what} of {} B objects, {} in flight, {length} after {} s warm-up, {} bucket(s) x {} keys",
+            self.object_size.0,
+            self.concurrency,
+            self.warmup.as_secs_f64(),
+            self.buckets,
+            self.objects_per_bucket
+        )
+    }
+}
+
+/// The metrics both stages report.
+pub fn metric_specs() -> Vec<MetricSpec> {
+    vec![
+        MetricSpec::new(
+            "ops_per_s",
+            unit::OPS_PER_S,
+            "Operations per second, per `op` and `phase` (prefill, measure).",
+        ),
+        MetricSpec::new(
+            "bandwidth",
+            unit::MIB_PER_S,
+            "Payload MiB/s, per `op` and `phase`.",
+        ),
+        MetricSpec::new(
+            "ops",
+            unit::COUNT,
+            "Operations completed, per `op` and `phase` (prefill, warmup, measure).",
+        ),
+        MetricSpec::new(
+            "bytes",
+            unit::BYTES,
+            "Payload bytes moved, per `op` and `phase`.",
+        ),
+        MetricSpec::new(
+            "latency_mean",
+            unit::MICROSECONDS,
+            "Mean latency; also latency_p50/p90/p99/p99_9/max (from the HDR histogram `latency`).",
+        ),
+        MetricSpec::new(
+            "ttfb_mean",
+            unit::MICROSECONDS,
+            "GET time to first byte; also ttfb_p50/p90/p99/p99_9/max (histogram `ttfb`).",
+        ),
+        MetricSpec::new(
+            "errors",
+            unit::COUNT,
+            "Failed requests, per `op`, `phase` and `kind` (http-STATUS, timeout, connection-reset, connect, data-mismatch, other).",
+        ),
+        MetricSpec::new(
+            "client_cpu_seconds",
+            unit::SECONDS,
+            "User+system CPU of the client process in the measured phase; also client_cpu_per_1000_ops.",
+        ),
+        MetricSpec::new(
+            "warmup_seconds",
+            unit::SECONDS,
+            "Length of the warm-up excluded from the figures; also prefill_seconds, measure_seconds.",
+        ),
+    ]
+}
+
+impl LoadConfig {
+    /// Problems with the load parameters, as `(parameter, message)`.
+    pub fn check(&self) -> Vec<(String, String)> {
+        let mut p: Vec<(String, String)> = Vec::new();
+        let mut bad = |name: &str, message: &str| p.push((name.into(), message.into()));
+        if self.concurrency < 1 {
+            bad("concurrency", "must be at least 1");
+        }
+        if self.worker_threads < 1 {
+            bad("worker_threads", "must be at least 1");
+        }
+        if self.object_size.0 == 0 {
+            bad("object_size", "must be more than 0");
+        }
+        if self.buckets < 1 || self.objects_per_bucket < 1 {
+            bad(
+                "objects_per_bucket",
+                "buckets and objects_per_bucket must be at least 1",
+            );
+        }
+        if self.operations.is_none() && self.duration.0.is_zero() {
+            bad("duration", "must be more than 0 (or set `operations`)");
+        }
+        if self.operations == Some(0) {
+            bad("operations", "must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.max_error_rate) {
+            bad("max_error_rate", "is a share of requests, between 0 and 1");
+        }
+        if self.bucket.is_some() && self.buckets != 1 {
+            bad("buckets", "must be 1 with a pre-existing `bucket`");
+        }
+        if self.workload == Workload::Mixed {
+            let m = &self.mix;
+            if m.get + m.put + m.delete == 0 {
+                bad("mix", "needs at least one weight above 0");
+            } else if m.delete > 0 && m.put == 0 {
+                bad(
+                    "mix",
+                    "deletes without puts empty the buckets; give `put` a weight",
+                );
+            }
+        }
+        p
+    }
+
+    /// What a run does, for `pipeline plan`; `bucket` names the store's
+    /// buckets (`bucket`, `container`), `at` its address.
+    pub fn plan(&self, bucket: &str, at: &str) -> Vec<Action> {
+        let mut actions = Vec::new();
+        match &self.bucket {
+            Some(b) => actions.push(Action::note(format!(
+                "use the existing {bucket} `{b}` at {at}; keys under this run's prefix only"
+            ))),
+            None => actions.push(Action::note(format!(
+                "create {} {bucket}(s) named after the run id at {at}",
+                self.buckets
+            ))),
+        }
+        if self.needs_prefill() {
+            actions.push(Action::note(format!(
+                "prefill: PUT {} objects of {} B (reported as phase `prefill`)",
+                self.slots(),
+                self.object_size.0
+            )));
+        }
+        actions.push(Action::note(self.describe_workload()));
+        let removal = match &self.bucket {
+            Some(b) => format!("delete this run's keys from `{b}` (the {bucket} stays)"),
+            None => format!("empty and delete the {bucket}s this stage created"),
+        };
+        actions
+            .push(Action::note(format!("{removal}, also after a failure or Ctrl-C")).destructive());
+        actions
+    }
+}
+
+/// Runs the load against `store`: set-up (buckets, or the pre-existing one),
+/// prefill, warm-up, the measured phase, then removal of what was written,
+/// whatever happened before.
+pub fn run(
+    stage: &str,
+    config: &LoadConfig,
+    ctx: &mut StageContext,
+    store: Store,
+) -> Result<StageOutput, StageError> {
+    if !ctx.host.is_local() {
+        return Err(StageError::failed(format!(
+            "{stage} runs its client inside the pipeline process; it cannot run on host `{}` yet (use a local host)",
+            ctx.host.name
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads as usize)
+        .enable_all()
+        .build()
+        .map_err(|e| StageError::io(format!("starting the {stage} runtime"), e))?;
+    let mut target = Target {
+        client: store,
+        payload: Payload::new(config.object_size.0 as usize),
+        buckets: Vec::new(),
+        prefix: key_prefix(&ctx.run_id, &ctx.instance_id),
+        objects_per_bucket: config.objects_per_bucket as usize,
+    };
+    let created = runtime.block_on(set_up(config, ctx, &mut target));
+    let target = Arc::new(target);
+    let outcome = created.and_then(|()| measure(config, ctx, &runtime, &target));
+    let cleaned = runtime.block_on(remove_written(config, &target, ctx));
+    let (rec, timing) = outcome?;
+    cleaned?;
+    output(config, rec, &timing)
+}
+/// The gateway, the buckets and keys a run works on, and the one payload.
+struct Target {
+    client: Store,
+    payload: Payload,
+    buckets: Vec<String>,
+    prefix: String,
+    objects_per_bucket: usize,
+}
+
+impl Target {
+    fn slot(&self, index: usize) -> (&str, String) {
+        let bucket = &self.buckets[index / self.objects_per_bucket];
+        (
+            bucket,
+            format!("{}{:08}", self.prefix, index % self.objects_per_bucket),
+        )
+    }
+}
+
+async fn set_up(
+    config: &LoadConfig,
+    ctx: &mut StageContext<'_>,
+    t: &mut Target,
+) -> Result<(), StageError> {
+    // The first request tells whether the gateway takes the credentials:
+    // one clear message instead of a wall of 401s or 403s.
+    t.client
+        .connect()
+        .await
+        .map_err(|e| t.client.first_request_error(&e))?;
+    if let Some(bucket) = &config.bucket {
+        // Recorded first: a run stopped halfway still has keys to remove.
+        ctx.record_created(S3_OBJECTS, &format!("{bucket}/{}", t.prefix));
+        t.client
+            .list_keys(bucket, &t.prefix)
+            .await
+            .map_err(|e| t.client.first_request_error(&e))?;
+        t.buckets.push(bucket.clone());
+        return Ok(());
+    }
+    for index in 0..config.buckets {
+        let name = bucket_name(&ctx.run_id, &ctx.instance_id, index);
+        match t.client.create_bucket(&name).await {
+            Ok(()) => {}
+            Err(e) if index == 0 => return Err(t.client.first_request_error(&e)),
+            Err(e) => {
+                return Err(StageError::failed(format!(
+                    "creating bucket `{name}` failed: {e}"
+                )));
+            }
+        }
+        ctx.record_created(S3_BUCKET, &name);
+        t.buckets.push(name);
+    }
+    Ok(())
+}
+
+const ABSENT: u8 = 0;
+const PRESENT: u8 = 1;
+const BUSY: u8 = 2;
+
+/// The state of every key, so that a GET reads an object that exists and
+/// no two requests work on one key at once.
+struct Slots(Vec<AtomicU8>);
+
+impl Slots {
+    fn new(count: usize, state: u8) -> Self {
+        Slots((0..count).map(|_| AtomicU8::new(state)).collect())
+    }
+
+    /// Takes a random key fit for `op`; `None` when none was found quickly.
+    fn claim(&self, op: Op, rng: &mut Rng) -> Option<(usize, u8)> {
+        for _ in 0..64 {
+            let i = rng.below(self.0.len() as u64) as usize;
+            let now = self.0[i].load(Ordering::Relaxed);
+            let fits = match op {
+                Op::Put => now != BUSY,
+                Op::Get | Op::Delete => now == PRESENT,
+            };
+            if fits
+                && self.0[i]
+                    .compare_exchange(now, BUSY, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Some((i, now));
+            }
+        }
+        None
+    }
+
+    fn release(&self, index: usize, state: u8) {
+        self.0[index].store(state, Ordering::Release);
+    }
+}
+
+/// xorshift64*: cheap per-worker randomness for key and operation choice.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn pick_op(config: &LoadConfig, rng: &mut Rng) -> Op {
+    match config.workload {
+        Workload::Put => Op::Put,
+        Workload::Get => Op::Get,
+        Workload::Mixed => {
+            let m = &config.mix;
+            let r = rng.below(u64::from(m.get + m.put + m.delete)) as u32;
+            if r < m.get {
+                Op::Get
+            } else if r < m.get + m.put {
+                Op::Put
+            } else {
+                Op::Delete
+            }
+        }
+    }
+}
+
+/// What the workers share with the controller.
+struct Shared {
+    target: Arc<Target>,
+    config: LoadConfig,
+    slots: Slots,
+    recorder: Mutex<Recorder>,
+    /// The phase new requests count in (a [`Phase`] as u8).
+    phase: AtomicU8,
+    measure_start: Mutex<Option<Instant>>,
+    /// No new requests (the ones in flight finish and are counted).
+    stop_issuing: AtomicBool,
+    /// Measured operations left to issue (`operations`), or `u64::MAX`.
+    tickets: AtomicU64,
+    /// Prefill: the next key to write.
+    next_prefill: AtomicU64,
+}
+
+fn phase_of(v: u8) -> Phase {
+    match v {
+        0 => Phase::Prefill,
+        1 => Phase::Warmup,
+        _ => Phase::Measure,
+    }
+}
+
+fn phase_code(p: Phase) -> u8 {
+    match p {
+        Phase::Prefill => 0,
+        Phase::Warmup => 1,
+        Phase::Measure => 2,
+    }
+}
+
+type Answer = Result<(u64, Option<Duration>), OpError>;
+
+async fn one_request(shared: &Shared, op: Op, index: usize) -> (Answer, Instant) {
+    let t = &shared.target;
+    let (bucket, key) = t.slot(index);
+    let started = Instant::now();
+    let result = match op {
+        Op::Put => t
+            .client
+            .put_object(bucket, &key, &t.payload)
+            .await
+            .map(|b| (b, None)),
+        Op::Get => t
+            .client
+            .get_object(bucket, &key, &t.payload.bytes, started)
+            .await
+            .map(|g| (g.bytes, Some(g.ttfb))),
+        Op::Delete => t
+            .client
+            .delete_object(bucket, &key)
+            .await
+            .map(|()| (0, None)),
+    };
+    (result, started)
+}
+
+fn record(shared: &Shared, phase: Phase, op: Op, result: &Answer, started: Instant) {
+    let latency = started.elapsed();
+    let second = shared
+        .measure_start
+        .lock()
+        .expect("measure_start lock")
+        .map_or(0, |s| Instant::now().saturating_duration_since(s).as_secs());
+    let mut rec = shared.recorder.lock().expect("recorder lock");
+    match result {
+        Ok((bytes, ttfb)) => rec.success(phase, op, *bytes, latency, *ttfb, second),
+        Err(e) => rec.error(phase, op, e.kind()),
+    }
+}
+
+/// A worker of the prefill: writes keys in order until all are written.
+async fn prefill_worker(shared: Arc<Shared>, mut abort: watch::Receiver<bool>) {
+    let total = shared.slots.0.len() as u64;
+    loop {
+        let index = shared.next_prefill.fetch_add(1, Ordering::Relaxed);
+        if index >= total {
+            return;
+        }
+        let (result, started) = tokio::select! {
+            r = one_request(&shared, Op::Put, index as usize) => r,
+            _ = abort.wait_for(|a| *a) => return,
+        };
+        let state = if result.is_ok() { PRESENT } else { ABSENT };
+        shared.slots.release(index as usize, state);
+        record(&shared, Phase::Prefill, Op::Put, &result, started);
+    }
+}
+
+/// A worker of the warm-up and measured phases.
+async fn load_worker(shared: Arc<Shared>, seed: u64, mut abort: watch::Receiver<bool>) {
+    let mut rng = Rng::new(seed);
+    loop {
+        if shared.stop_issuing.load(Ordering::Relaxed) {
+            return;
+        }
+        let op = pick_op(&shared.config, &mut rng);
+        let Some((index, before)) = shared.slots.claim(op, &mut rng) else {
+            tokio::task::yield_now().await;
+            continue;
+        };
+        let phase = phase_of(shared.phase.load(Ordering::Acquire));
+        if phase == Phase::Measure && !take_ticket(&shared.tickets) {
+            shared.slots.release(index, before);
+            return;
+        }
+        let (result, started) = tokio::select! {
+            r = one_request(&shared, op, index) => r,
+            _ = abort.wait_for(|a| *a) => return,
+        };
+        let after = match (op, &result) {
+            (Op::Put, Ok(_)) | (Op::Get, _) | (Op::Delete, Err(_)) => PRESENT,
+            (Op::Delete, Ok(_)) => ABSENT,
+            (Op::Put, Err(_)) => before,
+        };
+        shared.slots.release(index, after);
+        record(&shared, phase, op, &result, started);
+    }
+}
+
+fn take_ticket(tickets: &AtomicU64) -> bool {
+    tickets
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+            left.checked_sub(1)
+        })
+        .is_ok()
+}
+
+/// How long each phase lasted and what the client's CPU did in the measured one.
+struct Timing {
+    prefill: Duration,
+    warmup: Duration,
+    measure: Duration,
+    cpu_seconds: f64,
+}
+
+/// User+system CPU seconds of this process so far.
+fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the rusage the pointer points to.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return 0.0;
+    }
+    // SAFETY: rc == 0: getrusage initialized it (and it was zeroed before).
+    let usage = unsafe { usage.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// Why the controller stopped the workers early.
+enum Interrupted {
+    Cancelled,
+    Deadline,
+}
+
+/// Polls every 50 ms until every worker is done, the run is cancelled, or
+/// the stage's time is up; on the latter two it aborts the requests in
+/// flight. `tick` moves the phases along.
+async fn supervise(
+    ctx: &StageContext<'_>,
+    abort: &watch::Sender<bool>,
+    handles: &[tokio::task::JoinHandle<()>],
+    mut tick: impl FnMut(),
+) -> Result<(), Interrupted> {
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let interrupted = if ctx.is_cancelled() {
+            Some(Interrupted::Cancelled)
+        } else if ctx.deadline().is_some_and(|d| Instant::now() >= d) {
+            Some(Interrupted::Deadline)
+        } else {
+            None
+        };
+        if let Some(why) = interrupted {
+            let _ = abort.send(true);
+            for h in handles {
+                h.abort();
+            }
+            return Err(why);
+        }
+        tick();
+        if handles.iter().all(|h| h.is_finished()) {
+            return Ok(());
+        }
+    }
+}
+
+fn interrupted_error(why: Interrupted, phase: &str) -> StageError {
+    match why {
+        Interrupted::Cancelled => StageError::Cancelled,
+        Interrupted::Deadline => {
+            StageError::Timeout(format!("the stage's timeout (in the {phase})"))
+        }
+    }
+}
+
+fn measure(
+    config: &LoadConfig,
+    ctx: &StageContext,
+    runtime: &tokio::runtime::Runtime,
+    target: &Arc<Target>,
+) -> Result<(Recorder, Timing), StageError> {
+    let prefill = config.needs_prefill();
+    let shared = Arc::new(Shared {
+        target: Arc::clone(target),
+        config: config.clone(),
+        slots: Slots::new(config.slots(), if prefill { BUSY } else { ABSENT }),
+        recorder: Mutex::new(Recorder::default()),
+        phase: AtomicU8::new(phase_code(Phase::Prefill)),
+        measure_start: Mutex::new(None),
+        stop_issuing: AtomicBool::new(false),
+        tickets: AtomicU64::new(config.operations.unwrap_or(u64::MAX)),
+        next_prefill: AtomicU64::new(0),
+    });
+    let (abort_tx, abort_rx) = watch::channel(false);
+
+    let prefill_time = if prefill {
+        ctx.progress(&format!("prefill: {} objects", config.slots()));
+        let started = Instant::now();
+        let handles: Vec<_> = (0..config.concurrency)
+            .map(|_| runtime.spawn(prefill_worker(Arc::clone(&shared), abort_rx.clone())))
+            .collect();
+        runtime
+            .block_on(supervise(ctx, &abort_tx, &handles, || {}))
+            .map_err(|why| interrupted_error(why, "prefill"))?;
+        let rec = shared.recorder.lock().expect("recorder lock");
+        let (ops, errors) = rec.totals(Phase::Prefill);
+        fail_on_errors(
+            config,
+            ops,
+            errors,
+            &rec.error_summary(Phase::Prefill),
+            "prefill",
+        )?;
+        started.elapsed()
+    } else {
+        Duration::ZERO
+    };
+
+    let warmup = config.warmup.0;
+    let start = Instant::now();
+    let mut cpu_start = process_cpu_seconds();
+    if warmup.is_zero() {
+        *shared.measure_start.lock().expect("measure_start lock") = Some(start);
+        shared
+            .phase
+            .store(phase_code(Phase::Measure), Ordering::Release);
+    } else {
+        shared
+            .phase
+            .store(phase_code(Phase::Warmup), Ordering::Release);
+    }
+    ctx.progress(&config.describe_workload());
+    let handles: Vec<_> = (0..config.concurrency)
+        .map(|i| {
+            runtime.spawn(load_worker(
+                Arc::clone(&shared),
+                u64::from(i) + 1,
+                abort_rx.clone(),
+            ))
+        })
+        .collect();
+    let by_count = config.operations.is_some();
+    let tick = || {
+        let now = Instant::now();
+        let mut measure_start = shared.measure_start.lock().expect("measure_start lock");
+        if measure_start.is_none() && now.duration_since(start) >= warmup {
+            *measure_start = Some(now);
+            shared
+                .phase
+                .store(phase_code(Phase::Measure), Ordering::Release);
+            cpu_start = process_cpu_seconds();
+        }
+        if !by_count
+            && let Some(s) = *measure_start
+            && now.duration_since(s) >= config.duration.0
+        {
+            shared.stop_issuing.store(true, Ordering::Relaxed);
+        }
+    };
+    runtime
+        .block_on(supervise(ctx, &abort_tx, &handles, tick))
+        .map_err(|why| interrupted_error(why, "measured phase"))?;
+    let end = Instant::now();
+    let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let measure_started = shared
+        .measure_start
+        .lock()
+        .expect("measure_start lock")
+        .unwrap_or(end);
+    let timing = Timing {
+        prefill: prefill_time,
+        warmup: measure_started.duration_since(start),
+        measure: end.duration_since(measure_started),
+        cpu_seconds,
+    };
+    let rec = std::mem::take(&mut *shared.recorder.lock().expect("recorder lock"));
+    let (ops, errors) = rec.totals(Phase::Measure);
+    fail_on_errors(
+        config,
+        ops,
+        errors,
+        &rec.error_summary(Phase::Measure),
+        "measured phase",
+    )?;
+    Ok((rec, timing))
+}
+
+/// Fails when the share of failed requests passes `max_error_rate`.
+fn fail_on_errors(
+    config: &LoadConfig,
+    ops: u64,
+    errors: u64,
+    summary: &str,
+    phase: &str,
+) -> Result<(), StageError> {
+    if errors == 0 {
+        return Ok(());
+    }
+    let rate = errors as f64 / (ops + errors) as f64;
+    if rate <= config.max_error_rate {
+        return Ok(());
+    }
+    Err(StageError::failed(format!(
+        "{errors} of {} requests failed in the {phase} ({summary}), more than max_error_rate {}",
+        ops + errors,
+        config.max_error_rate
+    )))
+}
+
+/// Deletes every key under `prefix` in `bucket` (a missing key is fine).
+async fn empty_bucket(
+    client: &Store,
+    bucket: &str,
+    prefix: &str,
+    config: &LoadConfig,
+    problems: &mut Vec<String>,
+) {
+    let keys = match client.list_keys(bucket, prefix).await {
+        Ok(keys) => keys,
+        Err(e) => {
+            problems.push(format!("listing bucket `{bucket}` to empty it failed: {e}"));
+            return;
+        }
+    };
+    let width = (config.concurrency as usize).max(1);
+    for chunk in keys.chunks(width) {
+        let deletes = chunk.iter().map(|key| client.delete_object(bucket, key));
+        for (key, result) in chunk.iter().zip(join_all(deletes).await) {
+            if let Err(e) = result
+                && !matches!(e, OpError::Status { status: 404, .. })
+            {
+                problems.push(format!("deleting `{bucket}/{key}` failed: {e}"));
+            }
+        }
+    }
+}
+
+/// Removes what this stage wrote: every key under its prefix, then the
+/// buckets it created. Runs after success, failure and cancellation alike;
+/// each request is bounded by the request timeout.
+async fn remove_written(
+    config: &LoadConfig,
+    target: &Target,
+    ctx: &mut StageContext<'_>,
+) -> Result<(), StageError> {
+    let client = &target.client;
+    let mut problems = Vec::new();
+    for bucket in &target.buckets {
+        // A PUT aborted on our side after it was sent can still land on the
+        // gateway a moment later (after Ctrl-C or a deadline): a bucket that
+        // is "not empty" once emptied is listed and emptied again, a bounded
+        // number of times.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let before = problems.len();
+            empty_bucket(client, bucket, &target.prefix, config, &mut problems).await;
+            if config.bucket.is_some() {
+                if problems.len() == before {
+                    ctx.mark_removed(S3_OBJECTS, &format!("{bucket}/{}", target.prefix));
+                }
+                break;
+            }
+            match client.delete_bucket(bucket).await {
+                Ok(()) => {
+                    ctx.mark_removed(S3_BUCKET, bucket);
+                    break;
+                }
+                Err(OpError::Status { status: 409, .. }) if attempt < 10 => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Err(e) => {
+                    problems.push(format!("deleting bucket `{bucket}` failed: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(StageError::failed(format!(
+            "s3-bench could not remove what it wrote: {}",
+            problems.join("; ")
+        )))
+    }
+}
+
+/// Awaits futures concurrently on the current task (no extra crate).
+async fn join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut pinned: Vec<_> = futures.map(Box::pin).collect();
+    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in pinned.iter_mut().zip(results.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    results.into_iter().flatten().collect()
+}
+
+fn output(
+    config: &LoadConfig,
+    mut rec: Recorder,
+    timing: &Timing,
+) -> Result<StageOutput, StageError> {
+    let mut out = StageOutput {
+        series: rec.series(),
+        ..Default::default()
+    };
+    let (metrics, histograms) = figures(&rec, timing)
+        .map_err(|e| StageError::failed(format!("cannot store a latency histogram: {e}")))?;
+    out.metrics = metrics;
+    out.histograms = histograms;
+    out.notes.push(config.describe_workload());
+    if let Some(note) = client_bound(timing, config.worker_threads) {
+        out.notes.push(note);
+    }
+    Ok(out)
+}
+
+/// A note when the client used (nearly) all the cores its runtime may use:
+/// then the figures say more about the client than about the gateway.
+fn client_bound(timing: &Timing, worker_threads: u32) -> Option<String> {
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = (worker_threads as usize).min(online) as f64;
+    let busy = timing.cpu_seconds / timing.measure.as_secs_f64().max(1e-9);
+    (busy >= 0.8 * cores).then(|| {
+        format!(
+            "the figures are client-bound: the client used {busy:.2} of the {cores:.0} core(s) its runtime may use (worker_threads: {worker_threads})"
+        )
+    })
+}
+
+/// Metrics and histograms of every phase and operation.
+fn figures(
+    rec: &Recorder,
+    timing: &Timing,
+) -> Result<(Vec<Metric>, Vec<Histogram>), HistogramError> {
+    let mut metrics = Vec::new();
+    let mut histograms = Vec::new();
+    let mut measured_ops = 0;
+    for (&(phase, op), s) in rec.phases() {
+        let labelled = |m: Metric| m.label("op", op.as_str()).label("phase", phase.as_str());
+        let m = |name: &str, value: f64, unit: &str, direction: Direction, rule: Aggregate| {
+            labelled(Metric::new(name, value, unit, direction).aggregate(rule))
+        };
+        metrics.push(m(
+            "ops",
+            s.ops as f64,
+            unit::COUNT,
+            Direction::None,
+            Aggregate::Sum,
+        ));
+        metrics.push(m(
+            "bytes",
+            s.bytes as f64,
+            unit::BYTES,
+            Direction::None,
+            Aggregate::Sum,
+        ));
+        for (kind, n) in &s.errors {
+            let e = m(
+                "errors",
+                *n as f64,
+                unit::COUNT,
+                Direction::Lower,
+                Aggregate::Sum,
+            );
+            metrics.push(e.label("kind", kind.as_str()));
+        }
+        let seconds = match phase {
+            Phase::Prefill => timing.prefill,
+            Phase::Warmup => continue,
+            Phase::Measure => timing.measure,
+        }
+        .as_secs_f64();
+        if phase == Phase::Measure {
+            measured_ops += s.ops;
+        }
+        if s.ops == 0 || seconds <= 0.0 {
+            continue;
+        }
+        let headline = |m: Metric| {
+            if phase == Phase::Measure {
+                m.headline()
+            } else {
+                m
+            }
+        };
+        let rate = s.ops as f64 / seconds;
+        let mib_s = s.bytes as f64 / MIB / seconds;
+        metrics.push(headline(m(
+            "ops_per_s",
+            rate,
+            unit::OPS_PER_S,
+            Direction::Higher,
+            Aggregate::Sum,
+        )));
+        metrics.push(headline(m(
+            "bandwidth",
+            mib_s,
+            unit::MIB_PER_S,
+            Direction::Higher,
+            Aggregate::Sum,
+        )));
+        let mut distributions = vec![("latency", &s.latency_us)];
+        if !s.ttfb_us.is_empty() {
+            distributions.push(("ttfb", &s.ttfb_us));
+        }
+        for (name, hdr) in distributions {
+            let us = |suffix: &str, value: f64, rule: Aggregate| {
+                m(
+                    &format!("{name}_{suffix}"),
+                    value,
+                    unit::MICROSECONDS,
+                    Direction::Lower,
+                    rule,
+                )
+            };
+            metrics.push(us("mean", hdr.mean(), Aggregate::mean_weighted_by("ops")));
+            for (suffix, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999)] {
+                let p = us(
+                    suffix,
+                    hdr.value_at_quantile(q) as f64,
+                    Aggregate::histogram(name, q),
+                );
+                let p = if suffix == "p99" && name == "latency" {
+                    headline(p)
+                } else {
+                    p
+                };
+                metrics.push(p);
+            }
+            metrics.push(us("max", hdr.max() as f64, Aggregate::Max));
+            let h = stored(name, hdr)?;
+            histograms.push(h.label("op", op.as_str()).label("phase", phase.as_str()));
+        }
+    }
+    let seconds = |name: &str, d: Duration| {
+        Metric::new(name, d.as_secs_f64(), unit::SECONDS, Direction::None).aggregate(Aggregate::Max)
+    };
+    metrics.push(seconds("prefill_seconds", timing.prefill));
+    metrics.push(seconds("warmup_seconds", timing.warmup));
+    metrics.push(seconds("measure_seconds", timing.measure));
+    let cpu = Metric::new(
+        "client_cpu_seconds",
+        timing.cpu_seconds,
+        unit::SECONDS,
+        Direction::Lower,
+    );
+    metrics.push(cpu.aggregate(Aggregate::Sum));
+    if measured_ops > 0 {
+        let per_1000 = timing.cpu_seconds * 1000.0 / measured_ops as f64;
+        let m = Metric::new(
+            "client_cpu_per_1000_ops",
+            per_1000,
+            unit::SECONDS,
+            Direction::Lower,
+        );
+        metrics.push(m.aggregate(Aggregate::None));
+    }
+    Ok((metrics, histograms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(with: serde_json::Value) -> LoadConfig {
+        serde_json::from_value(with).unwrap()
+    }
+
+    #[test]
+    fn defaults_and_checks() {
+        let c = config(serde_json::json!({}));
+        assert_eq!(c.workload, Workload::Put);
+        assert_eq!(c.concurrency, 16);
+        assert!(!c.needs_prefill());
+        assert!(c.check().is_empty());
+        let bad = config(serde_json::json!({
+            "workload": "mixed", "mix": {"get": 1, "delete": 1}, "concurrency": 0
+        }));
+        let params: Vec<String> = bad.check().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(params, vec!["concurrency", "mix"]);
+    }
+
+    #[test]
+    fn the_mix_picks_operations_by_weight() {
+        let c = config(
+            serde_json::json!({"workload": "mixed", "mix": {"get": 60, "put": 30, "delete": 10}}),
+        );
+        let mut rng = Rng::new(7);
+        let mut counts = [0u32; 3];
+        for _ in 0..10_000 {
+            let i = match pick_op(&c, &mut rng) {
+                Op::Get => 0,
+                Op::Put => 1,
+                Op::Delete => 2,
+            };
+            counts[i] += 1;
+        }
+        assert!((5500..6500).contains(&counts[0]), "{counts:?}");
+        assert!((2500..3500).contains(&counts[1]), "{counts:?}");
+        assert!((700..1300).contains(&counts[2]), "{counts:?}");
+    }
+
+    #[test]
+    fn a_key_is_claimed_by_one_request_at_a_time() {
+        let slots = Slots::new(1, PRESENT);
+        let mut rng = Rng::new(1);
+        assert_eq!(slots.claim(Op::Get, &mut rng), Some((0, PRESENT)));
+        assert_eq!(slots.claim(Op::Put, &mut rng), None);
+        slots.release(0, ABSENT);
+        assert_eq!(slots.claim(Op::Get, &mut rng), None);
+        assert_eq!(slots.claim(Op::Put, &mut rng), Some((0, ABSENT)));
+    }
+
+    #[test]
+    fn errors_fail_the_stage_unless_tolerated() {
+        let strict = config(serde_json::json!({}));
+        let err = fail_on_errors(&strict, 99, 1, "put http-503: 1", "measured phase").unwrap_err();
+        assert!(
+            err.to_string().contains("1 of 100 requests failed"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("put http-503: 1"), "{err}");
+        let lenient = config(serde_json::json!({"max_error_rate": 0.05}));
+        assert!(fail_on_errors(&lenient, 99, 1, "", "measured phase").is_ok());
+        let tickets = AtomicU64::new(1);
+        assert!(take_ticket(&tickets));
+        assert!(!take_ticket(&tickets));
+    }
+
+    #[test]
+    fn figures_carry_rules_and_histograms() {
+        let mut rec = Recorder::default();
+        for ms in [1, 2, 3, 4] {
+            let d = Duration::from_millis(ms);
+            rec.success(Phase::Measure, Op::Get, 4096, d, Some(d / 2), 0);
+        }
+        let timing = Timing {
+            prefill: Duration::ZERO,
+            warmup: Duration::ZERO,
+            measure: Duration::from_secs(2),
+            cpu_seconds: 0.5,
+        };
+        let (metrics, histograms) = figures(&rec, &timing).unwrap();
+        let find = |name: &str| metrics.iter().find(|m| m.name == name).unwrap();
+        assert_eq!(find("ops_per_s").value, 2.0);
+        assert_eq!(
+            find("latency_p99").aggregate,
+            Aggregate::histogram("latency", 0.99)
+        );
+        assert_eq!(find("client_cpu_per_1000_ops").value, 125.0);
+        assert_eq!(histograms.len(), 2);
+        assert_eq!(histograms[1].name, "ttfb");
+        assert!(client_bound(&timing, 2).is_none());
+    }
+}

@@ -1,0 +1,109 @@
+//! The object store a load runs against: S3 or Swift, behind one set of
+//! calls (an enum, not a trait object: no boxed futures per request).
+
+use std::time::Instant;
+
+use pipeline_stage_api::stage::StageError;
+
+use super::client::{Got, OpError, Payload, S3Client};
+use super::swift_client::SwiftClient;
+
+pub enum Store {
+    S3(S3Client),
+    Swift(SwiftClient),
+}
+
+impl Store {
+    /// What must happen before the first request: Swift's v1 auth.
+    pub async fn connect(&self) -> Result<(), OpError> {
+        match self {
+            Store::S3(_) => Ok(()),
+            Store::Swift(c) => c.authenticate().await,
+        }
+    }
+
+    /// The error of the first request, said for a person: refused
+    /// credentials, an unreachable gateway, or what it answered.
+    pub fn first_request_error(&self, e: &OpError) -> StageError {
+        let (what, url, refused) = match self {
+            Store::S3(c) => (
+                "S3 gateway",
+                c.endpoint().url.clone(),
+                e.is_credentials().then(|| {
+                    format!(
+                        "the gateway at {} refused the credentials of access key `{}` ({e}): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or `access_key`/`secret_key`)",
+                        c.endpoint().url,
+                        c.endpoint().access_key
+                    )
+                }),
+            ),
+            Store::Swift(c) => (
+                "Swift auth",
+                c.auth.url.clone(),
+                matches!(e, OpError::Status { status: 401 | 403, .. }).then(|| {
+                    format!(
+                        "{} refused the key of Swift user `{}` ({e}): check ST_USER / ST_KEY (or `user`/`key`)",
+                        c.auth.url, c.auth.user
+                    )
+                }),
+            ),
+        };
+        if let Some(message) = refused {
+            return StageError::failed(message);
+        }
+        match e {
+            OpError::Connect(_) | OpError::Timeout | OpError::ConnectionReset => {
+                StageError::failed(format!("cannot reach the {what} at {url}: {e}"))
+            }
+            _ => StageError::failed(format!("the {what} at {url} answered {e}")),
+        }
+    }
+
+    pub async fn put_object(&self, bucket: &str, key: &str, p: &Payload) -> Result<u64, OpError> {
+        match self {
+            Store::S3(c) => c.put_object(bucket, key, p).await,
+            Store::Swift(c) => c.put_object(bucket, key, p).await,
+        }
+    }
+
+    pub async fn get_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        expected: &[u8],
+        started: Instant,
+    ) -> Result<Got, OpError> {
+        match self {
+            Store::S3(c) => c.get_object(bucket, key, expected, started).await,
+            Store::Swift(c) => c.get_object(bucket, key, expected, started).await,
+        }
+    }
+
+    pub async fn delete_object(&self, bucket: &str, key: &str) -> Result<(), OpError> {
+        match self {
+            Store::S3(c) => c.delete_object(bucket, key).await,
+            Store::Swift(c) => c.delete_object(bucket, key).await,
+        }
+    }
+
+    pub async fn create_bucket(&self, bucket: &str) -> Result<(), OpError> {
+        match self {
+            Store::S3(c) => c.create_bucket(bucket).await,
+            Store::Swift(c) => c.create_container(bucket).await,
+        }
+    }
+
+    pub async fn delete_bucket(&self, bucket: &str) -> Result<(), OpError> {
+        match self {
+            Store::S3(c) => c.delete_bucket(bucket).await,
+            Store::Swift(c) => c.delete_container(bucket).await,
+        }
+    }
+
+    pub async fn list_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, OpError> {
+        match self {
+            Store::S3(c) => c.list_keys(bucket, prefix).await,
+            Store::Swift(c) => c.list_keys(bucket, prefix).await,
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! A lean Swift client for load generation: v1 auth (`X-Auth-User`,
+//! `X-Auth-Key` -> `X-Storage-Url`, `X-Auth-Token`), then plain-HTTP reqwest
+//! with the token on every request. The same payload and GET check as the S3
+//! client (see [`super::client`]); a token that expires mid-run (radosgw's
+//! `rgw_swift_token_expiration`, 15 min by default) is renewed once and the
+//! request sent again.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use super::client::{
+    Got, OpError, Payload, encode_key, encode_query, error_chain, receive_checked,
+};
+
+/// Where to authenticate, and as whom.
+#[derive(Clone)]
+pub struct SwiftAuth {
+    /// `http://HOST:PORT/auth/1.0`.
+    pub url: String,
+    /// `account:user`, e.g. `sandbox:swift`.
+    pub user: String,
+    pub key: String,
+}
+
+struct Session {
+    storage_url: String,
+    token: String,
+}
+
+pub struct SwiftClient {
+    http: reqwest::Client,
+    pub auth: SwiftAuth,
+    session: RwLock<Option<Arc<Session>>>,
+}
+
+/// Longest listing page radosgw serves (and Swift's default).
+const PAGE: usize = 10_000;
+
+impl SwiftClient {
+    pub fn new(auth: SwiftAuth, connections: usize, timeout: Duration) -> Result<Self, OpError> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(connections)
+            .tcp_nodelay(true)
+            .no_proxy()
+            .build()
+            .map_err(|e| OpError::Other(error_chain(&e)))?;
+        Ok(SwiftClient {
+            http,
+            auth,
+            session: RwLock::new(None),
+        })
+    }
+
+    /// v1 auth: a token and the account's storage URL.
+    pub async fn authenticate(&self) -> Result<(), OpError> {
+        let response = self
+            .http
+            .get(&self.auth.url)
+            .header("X-Auth-User", &self.auth.user)
+            .header("X-Auth-Key", &self.auth.key)
+            .send()
+            .await
+            .map_err(|e| OpError::from_transport(&e))?;
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            return Err(OpError::Status {
+                status,
+                code: String::new(),
+            });
+        }
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let (Some(storage_url), Some(token)) = (header("X-Storage-Url"), header("X-Auth-Token"))
+        else {
+            return Err(OpError::Other(format!(
+                "the auth answer ({status}) has no X-Storage-Url or X-Auth-Token"
+            )));
+        };
+        let session = Arc::new(Session {
+            storage_url: storage_url.trim_end_matches('/').to_string(),
+            token,
+        });
+        *self.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session);
+        Ok(())
+    }
+
+    fn session(&self) -> Result<Arc<Session>, OpError> {
+        self.session
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| OpError::Other("not authenticated".into()))
+    }
+
+    /// Sends a request built for the current session; on a 401 (an expired
+    /// token) authenticates again and sends it once more.
+    async fn send(
+        &self,
+        build: impl Fn(&Session) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, OpError> {
+        let mut renewed = false;
+        loop {
+            let session = self.session()?;
+            let response = build(&session)
+                .header("X-Auth-Token", &session.token)
+                .send()
+                .await
+                .map_err(|e| OpError::from_transport(&e))?;
+            let status = response.status().as_u16();
+            if response.status().is_success() {
+                return Ok(response);
+            }
+            if status == 401 && !renewed {
+                renewed = true;
+                self.authenticate().await?;
+                continue;
+            }
+            return Err(OpError::Status {
+                status,
+                code: String::new(),
+            });
+        }
+    }
+
+    fn url(session: &Session, container: &str, object: Option<&str>) -> String {
+        let mut url = format!("{}/{}", session.storage_url, encode_key(container));
+        if let Some(o) = object {
+            url.push('/');
+            url.push_str(&encode_key(o));
+        }
+        url
+    }
+
+    pub async fn put_object(
+        &self,
+        container: &str,
+        key: &str,
+        payload: &Payload,
+    ) -> Result<u64, OpError> {
+        self.send(|s| {
+            self.http
+                .put(Self::url(s, container, Some(key)))
+                .body(payload.bytes.clone())
+        })
+        .await?;
+        Ok(payload.bytes.len() as u64)
+    }
+
+    pub async fn get_object(
+        &self,
+        container: &str,
+        key: &str,
+        expected: &[u8],
+        started: Instant,
+    ) -> Result<Got, OpError> {
+        let response = self
+            .send(|s| self.http.get(Self::url(s, container, Some(key))))
+            .await?;
+        receive_checked(response, expected, started).await
+    }
+
+    pub async fn delete_object(&self, container: &str, key: &str) -> Result<(), OpError> {
+        self.send(|s| self.http.delete(Self::url(s, container, Some(key))))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn create_container(&self, container: &str) -> Result<(), OpError> {
+        self.send(|s| self.http.put(Self::url(s, container, None)))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_container(&self, container: &str) -> Result<(), OpError> {
+        self.send(|s| self.http.delete(Self::url(s, container, None)))
+            .await?;
+        Ok(())
+    }
+
+    /// Every object name under `prefix`, page by page (`marker`).
+    pub async fn list_keys(&self, container: &str, prefix: &str) -> Result<Vec<String>, OpError> {
+        let mut keys: Vec<String> = Vec::new();
+        loop {
+            let mut query = format!("format=json&limit={PAGE}&prefix={}", encode_query(prefix));
+            if let Some(last) = keys.last() {
+                query.push_str(&format!("&marker={}", encode_query(last)));
+            }
+            let body = self
+                .send(|s| {
+                    self.http
+                        .get(format!("{}?{query}", Self::url(s, container, None)))
+                })
+                .await?
+                .text()
+                .await
+                .map_err(|e| OpError::from_transport(&e))?;
+            let page: Vec<serde_json::Value> = if body.trim().is_empty() {
+                Vec::new()
+            } else {
+                serde_json::from_str(&body)
+                    .map_err(|e| OpError::Other(format!("container listing: {e}")))?
+            };
+            let names: Vec<String> = page
+                .iter()
+                .filter_map(|o| o.get("name").and_then(|n| n.as_str()).map(str::to_string))
+                .collect();
+            let full = names.len() >= PAGE;
+            keys.extend(names);
+            if !full {
+                return Ok(keys);
+            }
+        }
+    }
+}
