@@ -297,6 +297,28 @@ impl S3Client {
             .await?;
         Ok(())
     }
+    /// HEAD of an object: its Content-Length.
+    pub async fn head_object(&self, bucket: &str, key: &str) -> Result<Option<u64>, OpError> {
+        let url = self.url(bucket, Some(key), "");
+        let response = self
+            .send(self.signed(reqwest::Method::HEAD, &url, None)?)
+            .await?;
+        Ok(content_length(&response))
+    }
+
+    /// One ListObjectsV2 page (up to 1000 keys) under `prefix`: how many keys.
+    pub async fn list_page(&self, bucket: &str, prefix: &str) -> Result<usize, OpError> {
+        let query = format!("list-type=2&max-keys=1000&prefix={}", encode_query(prefix));
+        let url = self.url(bucket, None, &query);
+        let body = self
+            .send(self.signed(reqwest::Method::GET, &url, None)?)
+            .await?
+            .text()
+            .await
+            .map_err(|e| OpError::from_transport(&e))?;
+        Ok(xml_values(&body, "Key").len())
+    }
+
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), OpError> {
         let url = self.url(bucket, None, "");
         self.send(self.signed(reqwest::Method::PUT, &url, None)?)
@@ -378,6 +400,15 @@ pub(super) async fn receive_checked(
         bytes: received as u64,
         ttfb,
     })
+}
+
+/// The Content-Length header (a HEAD has no body to measure).
+pub(super) fn content_length(response: &reqwest::Response) -> Option<u64> {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
 }
 
 /// Percent-encodes a key for the path (keeps `/`, as S3 does).

@@ -30,7 +30,7 @@ use super::{S3_BUCKET, S3_OBJECTS, bucket_name, key_prefix};
 /// each stage's `with:` beside its credentials).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct LoadConfig {
-    /// What the requests do: `put`, `get` (after a prefill) or `mixed` (weights in `mix`, after a prefill).
+    /// What the requests do: `put`, `get`, `head` or `list` (the last three after a prefill), or `mixed` (weights in `mix`, after a prefill).
     #[serde(default)]
     pub workload: Workload,
     /// Weights of the operations of a `mixed` workload.
@@ -69,6 +69,12 @@ pub struct LoadConfig {
     /// Share of failed requests (0..1) the stage tolerates; above it the stage fails with the counts. 0: any error fails it.
     #[serde(default)]
     pub max_error_rate: f64,
+    /// Target operations per second of all requests together (default: as fast as `concurrency` allows). Requests then follow a fixed schedule and latency counts from each one's intended start, so a gateway that falls behind shows its queue instead of hiding it (coordinated omission).
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// End the measured phase early once throughput is steady, like fio's `steadystate` and warp's `--autoterm`: when every second of the last `window` is within `within` percent of their mean. `duration` stays the limit; the report says whether steady state was reached.
+    #[serde(default)]
+    pub steady_state: Option<SteadyState>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -77,7 +83,43 @@ pub enum Workload {
     #[default]
     Put,
     Get,
+    /// HEAD of existing objects (metadata only).
+    Head,
+    /// One listing page (up to 1000 keys) of this run's prefix per request.
+    List,
     Mixed,
+}
+
+/// When throughput counts as steady.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SteadyState {
+    /// The seconds that must agree (default 10 s).
+    #[serde(default = "ten_seconds")]
+    pub window: Seconds,
+    /// How far (percent) each second may be from their mean (default 5).
+    #[serde(default = "five")]
+    pub within: f64,
+}
+
+fn five() -> f64 {
+    5.0
+}
+
+impl SteadyState {
+    /// Whether the last `window` seconds of `per_second` are steady.
+    fn reached(&self, per_second: &[f64]) -> bool {
+        let w = self.window.0.as_secs() as usize;
+        if w == 0 || per_second.len() < w {
+            return false;
+        }
+        let last = &per_second[per_second.len() - w..];
+        let mean = last.iter().sum::<f64>() / w as f64;
+        mean > 0.0
+            && last
+                .iter()
+                .all(|x| (x - mean).abs() <= self.within / 100.0 * mean)
+    }
 }
 
 /// Weights of the operations of a mixed workload.
@@ -90,6 +132,10 @@ pub struct Mix {
     pub put: u32,
     #[serde(default)]
     pub delete: u32,
+    #[serde(default)]
+    pub head: u32,
+    #[serde(default)]
+    pub list: u32,
 }
 
 impl Default for Mix {
@@ -98,6 +144,8 @@ impl Default for Mix {
             get: 60,
             put: 30,
             delete: 10,
+            head: 0,
+            list: 0,
         }
     }
 }
@@ -131,8 +179,11 @@ impl LoadConfig {
     fn needs_prefill(&self) -> bool {
         match self.workload {
             Workload::Put => false,
-            Workload::Get => true,
-            Workload::Mixed => self.mix.get > 0 || self.mix.delete > 0,
+            Workload::Get | Workload::Head | Workload::List => true,
+            Workload::Mixed => {
+                let m = &self.mix;
+                m.get + m.delete + m.head + m.list > 0
+            }
         }
     }
 
@@ -144,17 +195,26 @@ impl LoadConfig {
         let what = match self.workload {
             Workload::Put => "PUT".to_string(),
             Workload::Get => "GET".to_string(),
-            Workload::Mixed => format!(
-                "mixed get:put:delete = {}:{}:{}",
-                self.mix.get, self.mix.put, self.mix.delete
-            ),
+            Workload::Head => "HEAD".to_string(),
+            Workload::List => "LIST".to_string(),
+            Workload::Mixed => {
+                let m = &self.mix;
+                format!(
+                    "mixed get:put:delete:head:list = {}:{}:{}:{}:{}",
+                    m.get, m.put, m.delete, m.head, m.list
+                )
+            }
         };
         let length = match self.operations {
             Some(n) => format!("{n} operations"),
             None => format!("{} s", self.duration.as_secs_f64()),
         };
+        let rate = self
+            .rate
+            .map(|r| format!(" at a target rate of {r} ops/s"))
+            .unwrap_or_default();
         format!(
-            "{what} of {} B objects, {} in flight, {length} after {} s warm-up, {} bucket(s) x {} keys",
+            "{what} of {} B objects, {} in flight{rate}, {length} after {} s warm-up, {} bucket(s) x {} keys",
             self.object_size.0,
             self.concurrency,
             self.warmup.as_secs_f64(),
@@ -208,6 +268,16 @@ pub fn metric_specs() -> Vec<MetricSpec> {
             "User+system CPU of the client process in the measured phase; also client_cpu_per_1000_ops.",
         ),
         MetricSpec::new(
+            "steady_state",
+            unit::COUNT,
+            "With `steady_state`: 1 when it was reached (the run ended there), 0 when not.",
+        ),
+        MetricSpec::new(
+            "target_rate",
+            unit::OPS_PER_S,
+            "The `rate` asked for (only with one); ops_per_s is what was achieved.",
+        ),
+        MetricSpec::new(
             "warmup_seconds",
             unit::SECONDS,
             "Length of the warm-up excluded from the figures; also prefill_seconds, measure_seconds.",
@@ -244,12 +314,38 @@ impl LoadConfig {
         if !(0.0..=1.0).contains(&self.max_error_rate) {
             bad("max_error_rate", "is a share of requests, between 0 and 1");
         }
+        if let Some(r) = self.rate
+            && !(r.is_finite() && r > 0.0 && r <= 1e7)
+        {
+            bad(
+                "rate",
+                "is operations per second: more than 0 (at most 10000000)",
+            );
+        }
+        if let Some(ss) = &self.steady_state {
+            if self.operations.is_some() {
+                bad(
+                    "steady_state",
+                    "ends a timed run early; it does not go with `operations`",
+                );
+            } else if ss.window.0.as_secs() < 2 || ss.window.0 > self.duration.0 {
+                bad(
+                    "steady_state",
+                    "its `window` is whole seconds, at least 2 and at most `duration`",
+                );
+            } else if !(ss.within.is_finite() && ss.within > 0.0 && ss.within < 100.0) {
+                bad(
+                    "steady_state",
+                    "its `within` is a percentage between 0 and 100",
+                );
+            }
+        }
         if self.bucket.is_some() && self.buckets != 1 {
             bad("buckets", "must be 1 with a pre-existing `bucket`");
         }
         if self.workload == Workload::Mixed {
             let m = &self.mix;
-            if m.get + m.put + m.delete == 0 {
+            if m.get + m.put + m.delete + m.head + m.list == 0 {
                 bad("mix", "needs at least one weight above 0");
             } else if m.delete > 0 && m.put == 0 {
                 bad(
@@ -404,7 +500,7 @@ impl Slots {
             let now = self.0[i].load(Ordering::Relaxed);
             let fits = match op {
                 Op::Put => now != BUSY,
-                Op::Get | Op::Delete => now == PRESENT,
+                Op::Get | Op::Delete | Op::Head | Op::List => now == PRESENT,
             };
             if fits
                 && self.0[i]
@@ -446,16 +542,26 @@ fn pick_op(config: &LoadConfig, rng: &mut Rng) -> Op {
     match config.workload {
         Workload::Put => Op::Put,
         Workload::Get => Op::Get,
+        Workload::Head => Op::Head,
+        Workload::List => Op::List,
         Workload::Mixed => {
             let m = &config.mix;
-            let r = rng.below(u64::from(m.get + m.put + m.delete)) as u32;
-            if r < m.get {
-                Op::Get
-            } else if r < m.get + m.put {
-                Op::Put
-            } else {
-                Op::Delete
+            let weights = [
+                (Op::Get, m.get),
+                (Op::Put, m.put),
+                (Op::Delete, m.delete),
+                (Op::Head, m.head),
+                (Op::List, m.list),
+            ];
+            let total: u32 = weights.iter().map(|(_, w)| w).sum();
+            let mut r = rng.below(u64::from(total)) as u32;
+            for (op, w) in weights {
+                if r < w {
+                    return op;
+                }
+                r -= w;
             }
+            Op::Get
         }
     }
 }
@@ -475,6 +581,23 @@ struct Shared {
     tickets: AtomicU64,
     /// Prefill: the next key to write.
     next_prefill: AtomicU64,
+    /// With a target `rate`: when each request is due (set as the load starts).
+    schedule: std::sync::OnceLock<Schedule>,
+}
+
+/// The fixed request schedule of a target rate: request k is due at
+/// `start + k / rate`, whether or not the gateway kept up with the ones before.
+struct Schedule {
+    start: Instant,
+    interval: Duration,
+    next: AtomicU64,
+}
+
+impl Schedule {
+    fn next_due(&self) -> Instant {
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        self.start + self.interval.mul_f64(k as f64)
+    }
 }
 
 fn phase_of(v: u8) -> Phase {
@@ -495,10 +618,11 @@ fn phase_code(p: Phase) -> u8 {
 
 type Answer = Result<(u64, Option<Duration>), OpError>;
 
-async fn one_request(shared: &Shared, op: Op, index: usize) -> (Answer, Instant) {
+/// One request; its latency (and a GET's time to first byte) counts from
+/// `started`: now, or when a target rate's schedule wanted it sent.
+async fn one_request(shared: &Shared, op: Op, index: usize, started: Instant) -> (Answer, Instant) {
     let t = &shared.target;
     let (bucket, key) = t.slot(index);
-    let started = Instant::now();
     let result = match op {
         Op::Put => t
             .client
@@ -515,6 +639,16 @@ async fn one_request(shared: &Shared, op: Op, index: usize) -> (Answer, Instant)
             .delete_object(bucket, &key)
             .await
             .map(|()| (0, None)),
+        Op::Head => t
+            .client
+            .head_object(bucket, &key, t.payload.bytes.len() as u64)
+            .await
+            .map(|()| (0, None)),
+        Op::List => t
+            .client
+            .list_page(bucket, &t.prefix)
+            .await
+            .map(|_| (0, None)),
     };
     (result, started)
 }
@@ -542,7 +676,7 @@ async fn prefill_worker(shared: Arc<Shared>, mut abort: watch::Receiver<bool>) {
             return;
         }
         let (result, started) = tokio::select! {
-            r = one_request(&shared, Op::Put, index as usize) => r,
+            r = one_request(&shared, Op::Put, index as usize, Instant::now()) => r,
             _ = abort.wait_for(|a| *a) => return,
         };
         let state = if result.is_ok() { PRESENT } else { ABSENT };
@@ -563,17 +697,40 @@ async fn load_worker(shared: Arc<Shared>, seed: u64, mut abort: watch::Receiver<
             tokio::task::yield_now().await;
             continue;
         };
+        // With a target rate, wait for this request's slot in the schedule;
+        // its latency counts from then, even when it is issued late.
+        let due = match shared.schedule.get() {
+            Some(schedule) => {
+                let due = schedule.next_due();
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due.into()) => {}
+                    _ = abort.wait_for(|a| *a) => return,
+                }
+                // A timed run issues only what is due before its end.
+                let end = (shared.config.operations.is_none())
+                    .then(|| *shared.measure_start.lock().expect("measure_start lock"))
+                    .flatten()
+                    .map(|s| s + shared.config.duration.0);
+                if shared.stop_issuing.load(Ordering::Relaxed) || end.is_some_and(|e| due >= e) {
+                    shared.slots.release(index, before);
+                    return;
+                }
+                Some(due)
+            }
+            None => None,
+        };
         let phase = phase_of(shared.phase.load(Ordering::Acquire));
         if phase == Phase::Measure && !take_ticket(&shared.tickets) {
             shared.slots.release(index, before);
             return;
         }
+        let started = due.unwrap_or_else(Instant::now);
         let (result, started) = tokio::select! {
-            r = one_request(&shared, op, index) => r,
+            r = one_request(&shared, op, index, started) => r,
             _ = abort.wait_for(|a| *a) => return,
         };
         let after = match (op, &result) {
-            (Op::Put, Ok(_)) | (Op::Get, _) | (Op::Delete, Err(_)) => PRESENT,
+            (Op::Put, Ok(_)) | (Op::Get | Op::Head | Op::List, _) | (Op::Delete, Err(_)) => PRESENT,
             (Op::Delete, Ok(_)) => ABSENT,
             (Op::Put, Err(_)) => before,
         };
@@ -596,6 +753,8 @@ struct Timing {
     warmup: Duration,
     measure: Duration,
     cpu_seconds: f64,
+    /// With `steady_state`: whether it was reached (and the run ended early).
+    steady: Option<bool>,
 }
 
 /// User+system CPU seconds of this process so far.
@@ -676,6 +835,7 @@ fn measure(
         stop_issuing: AtomicBool::new(false),
         tickets: AtomicU64::new(config.operations.unwrap_or(u64::MAX)),
         next_prefill: AtomicU64::new(0),
+        schedule: std::sync::OnceLock::new(),
     });
     let (abort_tx, abort_rx) = watch::channel(false);
 
@@ -716,6 +876,13 @@ fn measure(
             .store(phase_code(Phase::Warmup), Ordering::Release);
     }
     ctx.progress(&config.describe_workload());
+    if let Some(rate) = config.rate {
+        let _ = shared.schedule.set(Schedule {
+            start,
+            interval: Duration::from_secs_f64(1.0 / rate),
+            next: AtomicU64::new(0),
+        });
+    }
     let handles: Vec<_> = (0..config.concurrency)
         .map(|i| {
             runtime.spawn(load_worker(
@@ -726,6 +893,7 @@ fn measure(
         })
         .collect();
     let by_count = config.operations.is_some();
+    let mut steady = false;
     let tick = || {
         let now = Instant::now();
         let mut measure_start = shared.measure_start.lock().expect("measure_start lock");
@@ -740,6 +908,21 @@ fn measure(
             && let Some(s) = *measure_start
             && now.duration_since(s) >= config.duration.0
         {
+            shared.stop_issuing.store(true, Ordering::Relaxed);
+        }
+        if let Some(ss) = &config.steady_state
+            && measure_start.is_some()
+            && !steady
+            && !shared.stop_issuing.load(Ordering::Relaxed)
+            && ss.reached(
+                &shared
+                    .recorder
+                    .lock()
+                    .expect("recorder lock")
+                    .ops_per_second(),
+            )
+        {
+            steady = true;
             shared.stop_issuing.store(true, Ordering::Relaxed);
         }
     };
@@ -758,6 +941,7 @@ fn measure(
         warmup: measure_started.duration_since(start),
         measure: end.duration_since(measure_started),
         cpu_seconds,
+        steady: config.steady_state.as_ref().map(|_| steady),
     };
     let rec = std::mem::take(&mut *shared.recorder.lock().expect("recorder lock"));
     let (ops, errors) = rec.totals(Phase::Measure);
@@ -910,6 +1094,49 @@ fn output(
     out.metrics = metrics;
     out.histograms = histograms;
     out.notes.push(config.describe_workload());
+    if let Some(rate) = config.rate {
+        out.metrics.push(
+            Metric::new("target_rate", rate, unit::OPS_PER_S, Direction::None)
+                .aggregate(Aggregate::Sum),
+        );
+        let (ops, errors) = rec.totals(Phase::Measure);
+        let achieved = (ops + errors) as f64 / timing.measure.as_secs_f64().max(1e-9);
+        out.notes.push(format!(
+            "target rate {rate} ops/s, {achieved:.1} achieved: latencies count from each request's intended start (coordinated omission corrected)"
+        ));
+        if achieved < 0.95 * rate {
+            out.notes.push(format!(
+                "the load fell behind its schedule ({achieved:.1} of {rate} ops/s): requests waited for a free slot of the {} in flight, and their latencies include that wait",
+                config.concurrency
+            ));
+        }
+    }
+    if let (Some(ss), Some(reached)) = (&config.steady_state, timing.steady) {
+        out.metrics.push(
+            Metric::new(
+                "steady_state",
+                if reached { 1.0 } else { 0.0 },
+                unit::COUNT,
+                Direction::None,
+            )
+            .aggregate(Aggregate::Min),
+        );
+        out.notes.push(if reached {
+            format!(
+                "steady state reached after {:.1} s: every second of the last {} s within {}% of their mean; the measured phase ended there",
+                timing.measure.as_secs_f64(),
+                ss.window.as_secs_f64(),
+                ss.within
+            )
+        } else {
+            format!(
+                "steady state NOT reached in {:.1} s (no {} s window within {}% of its mean): the figures may still be moving",
+                timing.measure.as_secs_f64(),
+                ss.window.as_secs_f64(),
+                ss.within
+            )
+        });
+    }
     if let Some(note) = client_bound(timing, config.worker_threads) {
         out.notes.push(note);
     }
@@ -994,13 +1221,16 @@ fn figures(
             Direction::Higher,
             Aggregate::Sum,
         )));
-        metrics.push(headline(m(
-            "bandwidth",
-            mib_s,
-            unit::MIB_PER_S,
-            Direction::Higher,
-            Aggregate::Sum,
-        )));
+        // HEAD and LIST move no payload: no bandwidth row for them.
+        if s.bytes > 0 {
+            metrics.push(headline(m(
+                "bandwidth",
+                mib_s,
+                unit::MIB_PER_S,
+                Direction::Higher,
+                Aggregate::Sum,
+            )));
+        }
         let mut distributions = vec![("latency", &s.latency_us)];
         if !s.ttfb_us.is_empty() {
             distributions.push(("ttfb", &s.ttfb_us));
@@ -1094,12 +1324,53 @@ mod tests {
                 Op::Get => 0,
                 Op::Put => 1,
                 Op::Delete => 2,
+                Op::Head | Op::List => unreachable!("no weight"),
             };
             counts[i] += 1;
         }
         assert!((5500..6500).contains(&counts[0]), "{counts:?}");
         assert!((2500..3500).contains(&counts[1]), "{counts:?}");
         assert!((700..1300).contains(&counts[2]), "{counts:?}");
+    }
+
+    #[test]
+    fn a_schedule_spaces_requests_by_the_rate_whatever_came_before() {
+        let start = Instant::now();
+        let s = Schedule {
+            start,
+            interval: Duration::from_secs_f64(1.0 / 50.0),
+            next: AtomicU64::new(0),
+        };
+        assert_eq!(s.next_due(), start);
+        assert_eq!(s.next_due(), start + Duration::from_millis(20));
+        for _ in 0..98 {
+            s.next_due();
+        }
+        assert_eq!(s.next_due(), start + Duration::from_secs(2));
+        let bad = config(serde_json::json!({"rate": 0}));
+        assert_eq!(bad.check()[0].0, "rate");
+        let good = config(serde_json::json!({"rate": 50}));
+        assert!(good.check().is_empty());
+        assert!(
+            good.describe_workload()
+                .contains("at a target rate of 50 ops/s")
+        );
+    }
+
+    #[test]
+    fn steady_state_is_every_second_of_the_window_near_their_mean() {
+        let ss = SteadyState {
+            window: Seconds::secs(3),
+            within: 5.0,
+        };
+        assert!(!ss.reached(&[100.0, 100.0]), "shorter than the window");
+        assert!(ss.reached(&[10.0, 400.0, 100.0, 103.0, 98.0]));
+        assert!(!ss.reached(&[100.0, 100.0, 120.0]));
+        assert!(!ss.reached(&[0.0, 0.0, 0.0]), "no load is not steady load");
+        let c = config(serde_json::json!({"steady_state": {"window": "3s"}, "duration": "10s"}));
+        assert!(c.check().is_empty(), "{:?}", c.check());
+        let bad = config(serde_json::json!({"steady_state": {}, "operations": 10}));
+        assert_eq!(bad.check()[0].0, "steady_state");
     }
 
     #[test]
@@ -1141,6 +1412,7 @@ mod tests {
             warmup: Duration::ZERO,
             measure: Duration::from_secs(2),
             cpu_seconds: 0.5,
+            steady: None,
         };
         let (metrics, histograms) = figures(&rec, &timing).unwrap();
         let find = |name: &str| metrics.iter().find(|m| m.name == name).unwrap();

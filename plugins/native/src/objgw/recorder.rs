@@ -27,6 +27,8 @@ pub enum Op {
     Get,
     Put,
     Delete,
+    Head,
+    List,
 }
 
 impl Op {
@@ -35,6 +37,8 @@ impl Op {
             Op::Get => "get",
             Op::Put => "put",
             Op::Delete => "delete",
+            Op::Head => "head",
+            Op::List => "list",
         }
     }
 }
@@ -189,6 +193,21 @@ impl Recorder {
 
     pub fn phases(&self) -> impl Iterator<Item = (&(Phase, Op), &OpStats)> {
         self.stats.iter()
+    }
+
+    /// Operations completed in each finished second of the measured phase,
+    /// all operations together, from its first second on (0 where none did).
+    pub fn ops_per_second(&self) -> Vec<f64> {
+        let mut by_second: BTreeMap<usize, f64> = BTreeMap::new();
+        for p in self.per_second.values() {
+            for [t, ops] in &p.ops {
+                *by_second.entry(*t as usize).or_default() += ops;
+            }
+        }
+        let last = by_second.keys().next_back().copied().unwrap_or(0);
+        (1..=last)
+            .map(|t| by_second.get(&t).copied().unwrap_or(0.0))
+            .collect()
     }
 
     /// `(ops, errors)` of a phase over all operations.

@@ -86,6 +86,28 @@ impl Store {
         }
     }
 
+    /// HEAD of an object; its length must be `size`.
+    pub async fn head_object(&self, bucket: &str, key: &str, size: u64) -> Result<(), OpError> {
+        let length = match self {
+            Store::S3(c) => c.head_object(bucket, key).await?,
+            Store::Swift(c) => c.head_object(bucket, key).await?,
+        };
+        match length {
+            Some(n) if n != size => Err(OpError::DataMismatch(format!(
+                "HEAD says {n} bytes for an object of {size} bytes"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// One listing page (up to 1000 keys) under `prefix`; the keys it holds.
+    pub async fn list_page(&self, bucket: &str, prefix: &str) -> Result<usize, OpError> {
+        match self {
+            Store::S3(c) => c.list_page(bucket, prefix).await,
+            Store::Swift(c) => c.list_page(bucket, prefix).await,
+        }
+    }
+
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), OpError> {
         match self {
             Store::S3(c) => c.create_bucket(bucket).await,

@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use super::client::{
-    Got, OpError, Payload, encode_key, encode_query, error_chain, receive_checked,
+    Got, OpError, Payload, content_length, encode_key, encode_query, error_chain, receive_checked,
 };
 
 /// Where to authenticate, and as whom.
@@ -170,6 +170,31 @@ impl SwiftClient {
         self.send(|s| self.http.delete(Self::url(s, container, Some(key))))
             .await?;
         Ok(())
+    }
+
+    /// HEAD of an object: its Content-Length.
+    pub async fn head_object(&self, container: &str, key: &str) -> Result<Option<u64>, OpError> {
+        let response = self
+            .send(|s| self.http.head(Self::url(s, container, Some(key))))
+            .await?;
+        Ok(content_length(&response))
+    }
+
+    /// One listing page (up to 1000 names) under `prefix`: how many names.
+    pub async fn list_page(&self, container: &str, prefix: &str) -> Result<usize, OpError> {
+        let query = format!("format=json&limit=1000&prefix={}", encode_query(prefix));
+        let body = self
+            .send(|s| {
+                self.http
+                    .get(format!("{}?{query}", Self::url(s, container, None)))
+            })
+            .await?
+            .text()
+            .await
+            .map_err(|e| OpError::from_transport(&e))?;
+        let page: Vec<serde_json::Value> = serde_json::from_str(&body)
+            .map_err(|e| OpError::Other(format!("container listing: {e}")))?;
+        Ok(page.len())
     }
 
     pub async fn create_container(&self, container: &str) -> Result<(), OpError> {
