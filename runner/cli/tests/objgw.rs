@@ -502,3 +502,95 @@ fn steady_state_says_whether_it_was_reached() {
         assert!(notes.contains("steady state NOT reached"), "{notes}");
     }
 }
+
+/// The sandbox gateway's pid.
+fn gateway_pid() -> i32 {
+    let sandbox = std::env::var("PIPELINE_SANDBOX_DIR")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "/tmp/pipeline-sandbox".into());
+    let file = std::path::Path::new(&sandbox).join("run/client.rgw.sandbox.pid");
+    std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{file:?}: {e}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// SIGSTOP on the gateway; SIGCONT when dropped, whatever the test did.
+struct GatewayStopped(i32);
+
+impl Drop for GatewayStopped {
+    fn drop(&mut self) {
+        // SAFETY: signalling the sandbox's gateway, which this test stopped.
+        unsafe {
+            libc::kill(self.0, libc::SIGCONT);
+        }
+    }
+}
+
+#[test]
+fn a_gateway_that_stops_answering_fails_the_stage_with_counted_errors_and_cleanup_still_runs() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::temp_dir("objgw-gateway-stopped");
+    let run_dir = dir.join("run");
+    let mut child = common::pipeline_command(&[
+        "run",
+        "tests/objgw/gateway-stopped.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("start pipeline");
+    let wait = |what: &str, mut done: Box<dyn FnMut() -> bool + '_>| {
+        for _ in 0..600 {
+            if done() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("{what} did not happen within 60 s");
+    };
+    wait(
+        "the load starting",
+        Box::new(|| {
+            bucket_names()
+                .iter()
+                .any(|b| b.contains("objgw-gateway-stopped"))
+        }),
+    );
+    let pid = gateway_pid();
+    // SAFETY: signalling the sandbox's gateway; the guard resumes it.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let stopped = GatewayStopped(pid);
+    wait(
+        "the stage failing",
+        Box::new(|| {
+            common::results(&run_dir).is_some_and(|r| r["stages"][0]["status"] == "failed")
+        }),
+    );
+    drop(stopped);
+    let mut status = None;
+    wait(
+        "the run ending",
+        Box::new(|| {
+            status = child.try_wait().expect("wait for pipeline");
+            status.is_some()
+        }),
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(1));
+    let r = common::results(&run_dir).expect("results.json");
+    let put = stage(&r, "put");
+    let error = put["error"].as_str().unwrap_or_default();
+    // The failure carries the counts by kind (the report shows it).
+    assert!(error.contains("requests failed"), "{error}");
+    assert!(error.contains("put timeout: "), "{error}");
+    assert_eq!(stage(&r, "remove")["status"], "succeeded", "{r:#}");
+    let leftovers: Vec<String> = bucket_names()
+        .into_iter()
+        .filter(|b| b.contains("objgw-gateway-stopped"))
+        .collect();
+    assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
+}
