@@ -241,6 +241,15 @@ fn run_and_cross_check(file: &str, id: &str, plan_name: &str) -> Value {
 fn put_runs_counts_what_the_gateway_counts_and_leaves_nothing() {
     let s = run_and_cross_check("tests/objgw/put.yaml", "put", "objgw-put");
     assert_eq!(metric(&s, "ops", "put", "measure"), 300.0);
+    // The sandbox gateway is on loopback: its CPU is read from /proc.
+    let gateway_cpu = s["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "gateway_cpu_seconds")
+        .and_then(|m| m["value"].as_f64())
+        .expect("gateway_cpu_seconds for a local gateway");
+    assert!(gateway_cpu >= 0.0);
     assert!(metric(&s, "ops_per_s", "put", "measure") > 0.0);
     assert!(
         metric(&s, "latency_p99", "put", "measure") >= metric(&s, "latency_p50", "put", "measure")

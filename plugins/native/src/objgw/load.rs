@@ -268,6 +268,11 @@ pub fn metric_specs() -> Vec<MetricSpec> {
             "User+system CPU of the client process in the measured phase; also client_cpu_per_1000_ops.",
         ),
         MetricSpec::new(
+            "gateway_cpu_seconds",
+            unit::SECONDS,
+            "User+system CPU of the radosgw processes of this machine in the measured phase, when the endpoint is on loopback; also gateway_cpu_per_1000_ops.",
+        ),
+        MetricSpec::new(
             "steady_state",
             unit::COUNT,
             "With `steady_state`: 1 when it was reached (the run ended there), 0 when not.",
@@ -755,6 +760,40 @@ struct Timing {
     cpu_seconds: f64,
     /// With `steady_state`: whether it was reached (and the run ended early).
     steady: Option<bool>,
+    /// User+system CPU of the radosgw processes on this machine in the
+    /// measured phase, when the endpoint is on loopback.
+    gateway_cpu_seconds: Option<f64>,
+}
+
+/// User+system CPU seconds of every `radosgw` process on this machine.
+fn local_gateway_cpu() -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return None;
+    }
+    let mut total = 0u64;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces, so split at the last `)`.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if !head.ends_with("(radosgw") {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if let (Some(u), Some(s)) = (fields.get(11), fields.get(12))
+            && let (Ok(u), Ok(s)) = (u.parse::<u64>(), s.parse::<u64>())
+        {
+            total += u + s;
+            found = true;
+        }
+    }
+    found.then(|| total as f64 / ticks as f64)
 }
 
 /// User+system CPU seconds of this process so far.
@@ -865,6 +904,9 @@ fn measure(
     let warmup = config.warmup.0;
     let start = Instant::now();
     let mut cpu_start = process_cpu_seconds();
+    // A gateway on this machine: its CPU over the measured phase too.
+    let local_gateway = target.client.is_loopback();
+    let mut gateway_start = local_gateway.then(local_gateway_cpu).flatten();
     if warmup.is_zero() {
         *shared.measure_start.lock().expect("measure_start lock") = Some(start);
         shared
@@ -903,6 +945,7 @@ fn measure(
                 .phase
                 .store(phase_code(Phase::Measure), Ordering::Release);
             cpu_start = process_cpu_seconds();
+            gateway_start = local_gateway.then(local_gateway_cpu).flatten();
         }
         if !by_count
             && let Some(s) = *measure_start
@@ -931,6 +974,9 @@ fn measure(
         .map_err(|why| interrupted_error(why, "measured phase"))?;
     let end = Instant::now();
     let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let gateway_cpu_seconds = gateway_start
+        .zip(local_gateway.then(local_gateway_cpu).flatten())
+        .map(|(start, end)| (end - start).max(0.0));
     let measure_started = shared
         .measure_start
         .lock()
@@ -942,6 +988,7 @@ fn measure(
         measure: end.duration_since(measure_started),
         cpu_seconds,
         steady: config.steady_state.as_ref().map(|_| steady),
+        gateway_cpu_seconds,
     };
     let rec = std::mem::take(&mut *shared.recorder.lock().expect("recorder lock"));
     let (ops, errors) = rec.totals(Phase::Measure);
@@ -1270,6 +1317,23 @@ fn figures(
     metrics.push(seconds("prefill_seconds", timing.prefill));
     metrics.push(seconds("warmup_seconds", timing.warmup));
     metrics.push(seconds("measure_seconds", timing.measure));
+    if let Some(g) = timing.gateway_cpu_seconds {
+        metrics.push(
+            Metric::new("gateway_cpu_seconds", g, unit::SECONDS, Direction::Lower)
+                .aggregate(Aggregate::Max),
+        );
+        if measured_ops > 0 {
+            metrics.push(
+                Metric::new(
+                    "gateway_cpu_per_1000_ops",
+                    g * 1000.0 / measured_ops as f64,
+                    unit::SECONDS,
+                    Direction::Lower,
+                )
+                .aggregate(Aggregate::None),
+            );
+        }
+    }
     let cpu = Metric::new(
         "client_cpu_seconds",
         timing.cpu_seconds,
@@ -1413,6 +1477,7 @@ mod tests {
             measure: Duration::from_secs(2),
             cpu_seconds: 0.5,
             steady: None,
+            gateway_cpu_seconds: Some(1.0),
         };
         let (metrics, histograms) = figures(&rec, &timing).unwrap();
         let find = |name: &str| metrics.iter().find(|m| m.name == name).unwrap();
@@ -1422,6 +1487,7 @@ mod tests {
             Aggregate::histogram("latency", 0.99)
         );
         assert_eq!(find("client_cpu_per_1000_ops").value, 125.0);
+        assert_eq!(find("gateway_cpu_per_1000_ops").value, 250.0);
         assert_eq!(histograms.len(), 2);
         assert_eq!(histograms[1].name, "ttfb");
         assert!(client_bound(&timing, 2).is_none());

@@ -14,6 +14,21 @@ pub enum Store {
 }
 
 impl Store {
+    /// Whether the gateway is on this machine's loopback (then its CPU can be read).
+    pub fn is_loopback(&self) -> bool {
+        let url = match self {
+            Store::S3(c) => &c.endpoint().url,
+            Store::Swift(c) => &c.auth.url,
+        };
+        let host = url
+            .strip_prefix("http://")
+            .unwrap_or(url)
+            .split(['/', ':'])
+            .next()
+            .unwrap_or("");
+        host == "localhost" || host.starts_with("127.") || url.starts_with("http://[::1]")
+    }
+
     /// What must happen before the first request: Swift's v1 auth.
     pub async fn connect(&self) -> Result<(), OpError> {
         match self {
