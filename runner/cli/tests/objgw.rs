@@ -603,3 +603,28 @@ fn a_gateway_that_stops_answering_fails_the_stage_with_counted_errors_and_cleanu
         .collect();
     assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
 }
+
+#[test]
+fn objects_of_several_sizes_are_written_and_read_back_each_at_its_size() {
+    let s = run_and_cross_check("tests/objgw/sizes.yaml", "sizes", "objgw-sizes");
+    let puts = total(&s, "ops", "put");
+    let put_bytes = total(&s, "bytes", "put");
+    // Every PUT was 1 KiB or 64 KiB, and both sizes were written.
+    assert!(
+        put_bytes > puts * 1024 && put_bytes < puts * 65536,
+        "{puts} {put_bytes}"
+    );
+    assert!(metric(&s, "ops", "head", "measure") > 0.0);
+    let r = run_and_cross_check(
+        "tests/objgw/swift-range.yaml",
+        "swift-range",
+        "objgw-swift-range",
+    );
+    let gets = metric(&r, "ops", "get", "measure");
+    let bytes = metric(&r, "bytes", "get", "measure");
+    assert_eq!(gets, 200.0);
+    assert!(
+        (200.0 * 1024.0..=200.0 * 32768.0).contains(&bytes),
+        "{bytes}"
+    );
+}

@@ -113,15 +113,29 @@ pub struct Endpoint {
     pub secret_key: String,
 }
 
-/// The object body every PUT sends, with its SHA-256 computed once.
+/// The bytes every PUT sends a prefix of (an object of `n` bytes is the
+/// first `n`), with the SHA-256 of each prefix length the run uses computed
+/// once.
 pub struct Payload {
     pub bytes: Bytes,
-    sha256_hex: String,
+    /// By prefix length; a length not here is sent as `UNSIGNED-PAYLOAD`.
+    hashes: std::collections::BTreeMap<usize, String>,
+}
+
+/// One PUT's body: a prefix of the payload (no copy) and its hash, if known.
+pub struct Body<'a> {
+    pub bytes: Bytes,
+    pub sha256_hex: Option<&'a str>,
 }
 
 impl Payload {
     /// `size` bytes of a fixed pseudo-random pattern (not compressible, not zeros).
     pub fn new(size: usize) -> Self {
+        Self::with_hashes(size, &[size])
+    }
+
+    /// `size` bytes, with the hashes of the prefixes of `hashed` lengths.
+    pub fn with_hashes(size: usize, hashed: &[usize]) -> Self {
         let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut data = Vec::with_capacity(size);
         while data.len() < size {
@@ -131,10 +145,23 @@ impl Payload {
             let take = (size - data.len()).min(8);
             data.extend_from_slice(&state.to_le_bytes()[..take]);
         }
-        let sha256_hex = hex(&Sha256::digest(&data));
+        let hashes = hashed
+            .iter()
+            .filter(|n| **n <= data.len())
+            .map(|n| (*n, hex(&Sha256::digest(&data[..*n]))))
+            .collect();
         Payload {
             bytes: Bytes::from(data),
-            sha256_hex,
+            hashes,
+        }
+    }
+
+    /// The body of an object of `size` bytes.
+    pub fn body(&self, size: usize) -> Body<'_> {
+        let size = size.min(self.bytes.len());
+        Body {
+            bytes: self.bytes.slice(..size),
+            sha256_hex: self.hashes.get(&size).map(String::as_str),
         }
     }
 }
@@ -142,6 +169,9 @@ impl Payload {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Stands for "no hash known": the body is signed as `UNSIGNED-PAYLOAD`.
+const UNSIGNED: &str = "UNSIGNED-PAYLOAD";
 
 const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -228,6 +258,7 @@ impl S3Client {
             .into();
         let body = match body_sha256 {
             Some(_) if self.unsigned_payload => SignableBody::UnsignedPayload,
+            Some(UNSIGNED) => SignableBody::UnsignedPayload,
             Some(hash) => SignableBody::Precomputed(hash.to_string()),
             None => SignableBody::Precomputed(EMPTY_SHA256.to_string()),
         };
@@ -266,14 +297,19 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        payload: &Payload,
+        body: Body<'_>,
     ) -> Result<u64, OpError> {
         let url = self.url(bucket, Some(key), "");
+        let length = body.bytes.len() as u64;
         let request = self
-            .signed(reqwest::Method::PUT, &url, Some(&payload.sha256_hex))?
-            .body(payload.bytes.clone());
+            .signed(
+                reqwest::Method::PUT,
+                &url,
+                Some(body.sha256_hex.unwrap_or(UNSIGNED)),
+            )?
+            .body(body.bytes);
         self.send(request).await?;
-        Ok(payload.bytes.len() as u64)
+        Ok(length)
     }
 
     /// GETs `key` and checks the body is `expected`, byte for byte.
@@ -489,9 +525,22 @@ mod tests {
 
     #[test]
     fn the_payload_hash_is_the_sha256_of_its_bytes() {
-        let p = Payload::new(4096);
+        let p = Payload::with_hashes(4096, &[4096, 100]);
         assert_eq!(p.bytes.len(), 4096);
-        assert_eq!(p.sha256_hex, hex(&Sha256::digest(&p.bytes)));
+        assert_eq!(
+            p.body(4096).sha256_hex.unwrap(),
+            hex(&Sha256::digest(&p.bytes))
+        );
+        let small = p.body(100);
+        assert_eq!(small.bytes.len(), 100);
+        assert_eq!(
+            small.sha256_hex.unwrap(),
+            hex(&Sha256::digest(&p.bytes[..100]))
+        );
+        assert!(
+            p.body(99).sha256_hex.is_none(),
+            "an unhashed length goes unsigned"
+        );
         assert_eq!(hex(&Sha256::digest(b"")), EMPTY_SHA256);
         assert_ne!(p.bytes[0..8], p.bytes[8..16]);
     }

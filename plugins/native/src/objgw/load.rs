@@ -36,9 +36,15 @@ pub struct LoadConfig {
     /// Weights of the operations of a `mixed` workload.
     #[serde(default)]
     pub mix: Mix,
-    /// Size of every object.
+    /// Size of every object (unless `object_sizes` or `object_size_range` is given).
     #[serde(default = "four_kib")]
     pub object_size: ByteSize,
+    /// Sizes with weights instead of one size, e.g. `[{size: 4K, weight: 9}, {size: 1M, weight: 1}]`. Each key keeps its size for the run, so a GET checks what was PUT.
+    #[serde(default)]
+    pub object_sizes: Vec<WeightedSize>,
+    /// Sizes spread evenly between `min` and `max` instead of one size. On S3 their bodies are signed `UNSIGNED-PAYLOAD` (hashing every length would cost the client more than the request).
+    #[serde(default)]
+    pub object_size_range: Option<SizeRange>,
     /// Requests in flight.
     #[serde(default = "sixteen")]
     pub concurrency: u32,
@@ -89,6 +95,26 @@ pub enum Workload {
     List,
     Mixed,
 }
+
+/// One object size of a mix, and how often it comes.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WeightedSize {
+    pub size: ByteSize,
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
+/// The smallest and the largest object size.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SizeRange {
+    pub min: ByteSize,
+    pub max: ByteSize,
+}
+
+/// Largest object a run may write: the payload is kept in memory once.
+const MAX_OBJECT_BYTES: u64 = 1 << 30;
 
 /// When throughput counts as steady.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -187,6 +213,75 @@ impl LoadConfig {
         }
     }
 
+    /// The size of the object at key `index`: fixed for the run, so a GET
+    /// knows what a PUT wrote.
+    fn size_of(&self, index: usize) -> usize {
+        let r = splitmix64(index as u64);
+        if let Some(range) = &self.object_size_range {
+            let span = range.max.0 - range.min.0 + 1;
+            return (range.min.0 + r % span) as usize;
+        }
+        let total: u64 = self.object_sizes.iter().map(|w| u64::from(w.weight)).sum();
+        if total == 0 {
+            return self.object_size.0 as usize;
+        }
+        let mut pick = r % total;
+        for w in &self.object_sizes {
+            if pick < u64::from(w.weight) {
+                return w.size.0 as usize;
+            }
+            pick -= u64::from(w.weight);
+        }
+        self.object_size.0 as usize
+    }
+
+    fn largest_object(&self) -> usize {
+        if let Some(r) = &self.object_size_range {
+            return r.max.0 as usize;
+        }
+        self.object_sizes
+            .iter()
+            .map(|w| w.size.0 as usize)
+            .max()
+            .unwrap_or(self.object_size.0 as usize)
+    }
+
+    /// The object sizes whose body hash is computed once (all but a range's).
+    fn hashed_sizes(&self) -> Vec<usize> {
+        if self.object_size_range.is_some() {
+            return Vec::new();
+        }
+        if self.object_sizes.is_empty() {
+            return vec![self.object_size.0 as usize];
+        }
+        self.object_sizes
+            .iter()
+            .map(|w| w.size.0 as usize)
+            .collect()
+    }
+
+    fn describe_sizes(&self) -> String {
+        if let Some(r) = &self.object_size_range {
+            return format!("objects of {} to {} B", r.min.0, r.max.0);
+        }
+        if self.object_sizes.is_empty() {
+            return format!("{} B objects", self.object_size.0);
+        }
+        let total: u32 = self.object_sizes.iter().map(|w| w.weight).sum();
+        let parts: Vec<String> = self
+            .object_sizes
+            .iter()
+            .map(|w| {
+                format!(
+                    "{} B ({:.0}%)",
+                    w.size.0,
+                    100.0 * f64::from(w.weight) / f64::from(total.max(1))
+                )
+            })
+            .collect();
+        format!("objects of {}", parts.join(", "))
+    }
+
     fn slots(&self) -> usize {
         self.buckets as usize * self.objects_per_bucket as usize
     }
@@ -214,8 +309,8 @@ impl LoadConfig {
             .map(|r| format!(" at a target rate of {r} ops/s"))
             .unwrap_or_default();
         format!(
-            "{what} of {} B objects, {} in flight{rate}, {length} after {} s warm-up, {} bucket(s) x {} keys",
-            self.object_size.0,
+            "{what} of {}, {} in flight{rate}, {length} after {} s warm-up, {} bucket(s) x {} keys",
+            self.describe_sizes(),
             self.concurrency,
             self.warmup.as_secs_f64(),
             self.buckets,
@@ -304,6 +399,30 @@ impl LoadConfig {
         if self.object_size.0 == 0 {
             bad("object_size", "must be more than 0");
         }
+        if !self.object_sizes.is_empty() && self.object_size_range.is_some() {
+            bad(
+                "object_sizes",
+                "give `object_sizes` or `object_size_range`, not both",
+            );
+        }
+        if self
+            .object_sizes
+            .iter()
+            .any(|w| w.size.0 == 0 || w.weight == 0)
+        {
+            bad("object_sizes", "every size and weight must be more than 0");
+        }
+        if let Some(r) = &self.object_size_range
+            && (r.min.0 == 0 || r.min.0 > r.max.0)
+        {
+            bad("object_size_range", "needs 0 < min <= max");
+        }
+        if self.largest_object() > MAX_OBJECT_BYTES as usize {
+            bad(
+                "object_size",
+                "objects are at most 1 GiB (the payload is kept in memory)",
+            );
+        }
         if self.buckets < 1 || self.objects_per_bucket < 1 {
             bad(
                 "objects_per_bucket",
@@ -377,9 +496,9 @@ impl LoadConfig {
         }
         if self.needs_prefill() {
             actions.push(Action::note(format!(
-                "prefill: PUT {} objects of {} B (reported as phase `prefill`)",
+                "prefill: PUT {} {} (reported as phase `prefill`)",
                 self.slots(),
-                self.object_size.0
+                self.describe_sizes()
             )));
         }
         actions.push(Action::note(self.describe_workload()));
@@ -415,7 +534,7 @@ pub fn run(
         .map_err(|e| StageError::io(format!("starting the {stage} runtime"), e))?;
     let mut target = Target {
         client: store,
-        payload: Payload::new(config.object_size.0 as usize),
+        payload: Payload::with_hashes(config.largest_object(), &config.hashed_sizes()),
         buckets: Vec::new(),
         prefix: key_prefix(&ctx.run_id, &ctx.instance_id),
         objects_per_bucket: config.objects_per_bucket as usize,
@@ -523,6 +642,14 @@ impl Slots {
     }
 }
 
+/// SplitMix64 of a key index: its size, the same every time it is asked.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// xorshift64*: cheap per-worker randomness for key and operation choice.
 struct Rng(u64);
 
@@ -628,15 +755,16 @@ type Answer = Result<(u64, Option<Duration>), OpError>;
 async fn one_request(shared: &Shared, op: Op, index: usize, started: Instant) -> (Answer, Instant) {
     let t = &shared.target;
     let (bucket, key) = t.slot(index);
+    let size = shared.config.size_of(index);
     let result = match op {
         Op::Put => t
             .client
-            .put_object(bucket, &key, &t.payload)
+            .put_object(bucket, &key, t.payload.body(size))
             .await
             .map(|b| (b, None)),
         Op::Get => t
             .client
-            .get_object(bucket, &key, &t.payload.bytes, started)
+            .get_object(bucket, &key, &t.payload.bytes[..size], started)
             .await
             .map(|g| (g.bytes, Some(g.ttfb))),
         Op::Delete => t
@@ -646,7 +774,7 @@ async fn one_request(shared: &Shared, op: Op, index: usize, started: Instant) ->
             .map(|()| (0, None)),
         Op::Head => t
             .client
-            .head_object(bucket, &key, t.payload.bytes.len() as u64)
+            .head_object(bucket, &key, size as u64)
             .await
             .map(|()| (0, None)),
         Op::List => t
@@ -1435,6 +1563,34 @@ mod tests {
         assert!(c.check().is_empty(), "{:?}", c.check());
         let bad = config(serde_json::json!({"steady_state": {}, "operations": 10}));
         assert_eq!(bad.check()[0].0, "steady_state");
+    }
+
+    #[test]
+    fn each_key_keeps_one_size_drawn_by_the_weights() {
+        let c = config(serde_json::json!({
+            "object_sizes": [{"size": 1024, "weight": 3}, {"size": 65536, "weight": 1}]
+        }));
+        assert!(c.check().is_empty(), "{:?}", c.check());
+        assert_eq!(c.largest_object(), 65536);
+        assert_eq!(c.hashed_sizes(), vec![1024, 65536]);
+        let small = (0..10_000).filter(|i| c.size_of(*i) == 1024).count();
+        assert!((7000..8000).contains(&small), "{small}");
+        assert!((0..100).all(|i| c.size_of(i) == c.size_of(i)));
+        assert!(
+            c.describe_sizes().contains("1024 B (75%)"),
+            "{}",
+            c.describe_sizes()
+        );
+
+        let r = config(serde_json::json!({"object_size_range": {"min": 1000, "max": 2000}}));
+        assert!((0..1000).all(|i| (1000..=2000).contains(&r.size_of(i))));
+        assert!(r.hashed_sizes().is_empty(), "a range is sent unsigned");
+        let both = config(serde_json::json!({
+            "object_sizes": [{"size": 1}], "object_size_range": {"min": 1, "max": 2}
+        }));
+        assert_eq!(both.check()[0].0, "object_sizes");
+        let huge = config(serde_json::json!({"object_size": 2147483648u64}));
+        assert_eq!(huge.check()[0].0, "object_size");
     }
 
     #[test]

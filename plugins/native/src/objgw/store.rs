@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use pipeline_stage_api::stage::StageError;
 
-use super::client::{Got, OpError, Payload, S3Client};
+use super::client::{Body, Got, OpError, S3Client};
 use super::swift_client::SwiftClient;
 
 pub enum Store {
@@ -74,10 +74,15 @@ impl Store {
         }
     }
 
-    pub async fn put_object(&self, bucket: &str, key: &str, p: &Payload) -> Result<u64, OpError> {
+    pub async fn put_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Body<'_>,
+    ) -> Result<u64, OpError> {
         match self {
-            Store::S3(c) => c.put_object(bucket, key, p).await,
-            Store::Swift(c) => c.put_object(bucket, key, p).await,
+            Store::S3(c) => c.put_object(bucket, key, body).await,
+            Store::Swift(c) => c.put_object(bucket, key, body).await,
         }
     }
 

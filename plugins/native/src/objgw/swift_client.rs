@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use super::client::{
-    Got, OpError, Payload, content_length, encode_key, encode_query, error_chain, receive_checked,
+    Body, Got, OpError, content_length, encode_key, encode_query, error_chain, receive_checked,
 };
 
 /// Where to authenticate, and as whom.
@@ -142,15 +142,15 @@ impl SwiftClient {
         &self,
         container: &str,
         key: &str,
-        payload: &Payload,
+        body: Body<'_>,
     ) -> Result<u64, OpError> {
         self.send(|s| {
             self.http
                 .put(Self::url(s, container, Some(key)))
-                .body(payload.bytes.clone())
+                .body(body.bytes.clone())
         })
         .await?;
-        Ok(payload.bytes.len() as u64)
+        Ok(body.bytes.len() as u64)
     }
 
     pub async fn get_object(
