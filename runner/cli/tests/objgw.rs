@@ -628,3 +628,44 @@ fn objects_of_several_sizes_are_written_and_read_back_each_at_its_size() {
         "{bytes}"
     );
 }
+
+#[test]
+fn large_objects_go_in_parts_with_latency_per_object_and_per_part() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let (code, r, _, output) = run("tests/objgw/multipart.yaml", &[], &[]);
+    assert_eq!(code, Some(0), "{output}\n{r:#}");
+    for id in ["s3-multipart", "swift-multipart"] {
+        let s = stage(&r, id);
+        // The prefill writes 3 objects, then 8 measured operations follow.
+        let objects = total(s, "ops", "put");
+        let parts = total(s, "ops", "put-part");
+        assert_eq!(
+            parts,
+            3 * objects,
+            "{id}: 12 MiB in 5 MiB parts is 3 parts each"
+        );
+        assert_eq!(total(s, "bytes", "put-part"), total(s, "bytes", "put"));
+        assert_eq!(total(s, "bytes", "put"), objects * (12 << 20));
+        let gets = total(s, "ops", "get");
+        assert_eq!(
+            total(s, "bytes", "get"),
+            gets * (12 << 20),
+            "{id}: whole objects read back"
+        );
+        // A whole object takes at least as long as its median part.
+        let p50 = |op: &str| {
+            s["metrics"].as_array().unwrap().iter().find_map(|m| {
+                (m["name"] == "latency_p50"
+                    && m["labels"]["op"] == op
+                    && m["labels"]["phase"] == "prefill")
+                    .then(|| m["value"].as_f64().unwrap())
+            })
+        };
+        assert!(p50("put").unwrap() >= p50("put-part").unwrap(), "{id}");
+    }
+    let leftovers: Vec<String> = bucket_names()
+        .into_iter()
+        .filter(|b| b.contains("objgw-multipart"))
+        .collect();
+    assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
+}

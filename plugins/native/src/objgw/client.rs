@@ -333,6 +333,106 @@ impl S3Client {
             .await?;
         Ok(())
     }
+    /// A multipart upload of `body` in parts of `part_size` (one after the
+    /// other; requests in flight give the parallelism): create, upload each
+    /// part (signed `UNSIGNED-PAYLOAD`), complete. Returns the bytes and each
+    /// part's bytes and time. An upload that fails is aborted.
+    pub async fn put_multipart(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        part_size: usize,
+    ) -> Result<(u64, Vec<(u64, Duration)>), OpError> {
+        let url = self.url(bucket, Some(key), "uploads=");
+        let created = self
+            .send(self.signed(reqwest::Method::POST, &url, None)?)
+            .await?
+            .text()
+            .await
+            .map_err(|e| OpError::from_transport(&e))?;
+        let Some(upload_id) = xml_values(&created, "UploadId").into_iter().next() else {
+            return Err(OpError::Other(
+                "no UploadId in the answer to CreateMultipartUpload".into(),
+            ));
+        };
+        let result = self
+            .upload_parts(bucket, key, &upload_id, &body, part_size)
+            .await;
+        if result.is_err() {
+            let url = self.url(
+                bucket,
+                Some(key),
+                &format!("uploadId={}", encode_query(&upload_id)),
+            );
+            if let Ok(abort) = self.signed(reqwest::Method::DELETE, &url, None) {
+                let _ = self.send(abort).await;
+            }
+        }
+        result.map(|parts| (body.len() as u64, parts))
+    }
+
+    async fn upload_parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        body: &Bytes,
+        part_size: usize,
+    ) -> Result<Vec<(u64, Duration)>, OpError> {
+        let id = encode_query(upload_id);
+        let mut parts = Vec::new();
+        let mut etags = Vec::new();
+        for (i, start) in (0..body.len().max(1)).step_by(part_size.max(1)).enumerate() {
+            let number = i + 1;
+            let end = (start + part_size).min(body.len());
+            let url = self.url(
+                bucket,
+                Some(key),
+                &format!("partNumber={number}&uploadId={id}"),
+            );
+            let started = Instant::now();
+            let response = self
+                .send(
+                    self.signed(reqwest::Method::PUT, &url, Some(UNSIGNED))?
+                        .body(body.slice(start..end)),
+                )
+                .await?;
+            let etag = response
+                .headers()
+                .get(reqwest::header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| OpError::Other(format!("no ETag for part {number}")))?
+                .to_string();
+            parts.push(((end - start) as u64, started.elapsed()));
+            etags.push((number, etag));
+        }
+        let mut xml = String::from("<CompleteMultipartUpload>");
+        for (number, etag) in &etags {
+            xml.push_str(&format!(
+                "<Part><PartNumber>{number}</PartNumber><ETag>{etag}</ETag></Part>"
+            ));
+        }
+        xml.push_str("</CompleteMultipartUpload>");
+        let url = self.url(bucket, Some(key), &format!("uploadId={id}"));
+        let hash = hex(&Sha256::digest(xml.as_bytes()));
+        let response = self
+            .send(
+                self.signed(reqwest::Method::POST, &url, Some(&hash))?
+                    .body(xml),
+            )
+            .await?;
+        // Completion can fail inside a 200 (the error is in the body).
+        let text = response
+            .text()
+            .await
+            .map_err(|e| OpError::from_transport(&e))?;
+        if let Some(code) = xml_values(&text, "Code").into_iter().next() {
+            return Err(OpError::Status { status: 200, code });
+        }
+        Ok(parts)
+    }
+
     /// HEAD of an object: its Content-Length.
     pub async fn head_object(&self, bucket: &str, key: &str) -> Result<Option<u64>, OpError> {
         let url = self.url(bucket, Some(key), "");

@@ -42,6 +42,12 @@ pub struct LoadConfig {
     /// Sizes with weights instead of one size, e.g. `[{size: 4K, weight: 9}, {size: 1M, weight: 1}]`. Each key keeps its size for the run, so a GET checks what was PUT.
     #[serde(default)]
     pub object_sizes: Vec<WeightedSize>,
+    /// Objects of this size or larger are PUT in parts: S3 multipart uploads, Swift segmented (dynamic large) objects. Latency is reported per whole object (`put`) and per part (`put-part`).
+    #[serde(default)]
+    pub multipart_threshold: Option<ByteSize>,
+    /// Size of each part of a multipart PUT (at least 5 MiB, as S3 and radosgw require of all but the last).
+    #[serde(default = "eight_mib")]
+    pub part_size: ByteSize,
     /// Sizes spread evenly between `min` and `max` instead of one size. On S3 their bodies are signed `UNSIGNED-PAYLOAD` (hashing every length would cost the client more than the request).
     #[serde(default)]
     pub object_size_range: Option<SizeRange>,
@@ -178,6 +184,9 @@ impl Default for Mix {
 
 fn four_kib() -> ByteSize {
     ByteSize::kib(4)
+}
+fn eight_mib() -> ByteSize {
+    ByteSize::mib(8)
 }
 fn sixteen() -> u32 {
     16
@@ -398,6 +407,15 @@ impl LoadConfig {
         }
         if self.object_size.0 == 0 {
             bad("object_size", "must be more than 0");
+        }
+        if self.multipart_threshold.is_some() && self.part_size.0 < 5 << 20 {
+            bad(
+                "part_size",
+                "must be at least 5 MiB (S3 and radosgw refuse smaller parts but the last)",
+            );
+        }
+        if self.multipart_threshold.is_some_and(|t| t.0 == 0) {
+            bad("multipart_threshold", "must be more than 0");
         }
         if !self.object_sizes.is_empty() && self.object_size_range.is_some() {
             bad(
@@ -623,7 +641,7 @@ impl Slots {
             let i = rng.below(self.0.len() as u64) as usize;
             let now = self.0[i].load(Ordering::Relaxed);
             let fits = match op {
-                Op::Put => now != BUSY,
+                Op::Put | Op::PutPart => now != BUSY,
                 Op::Get | Op::Delete | Op::Head | Op::List => now == PRESENT,
             };
             if fits
@@ -752,12 +770,38 @@ type Answer = Result<(u64, Option<Duration>), OpError>;
 
 /// One request; its latency (and a GET's time to first byte) counts from
 /// `started`: now, or when a target rate's schedule wanted it sent.
-async fn one_request(shared: &Shared, op: Op, index: usize, started: Instant) -> (Answer, Instant) {
+async fn one_request(
+    shared: &Shared,
+    phase: Phase,
+    op: Op,
+    index: usize,
+    started: Instant,
+) -> (Answer, Instant) {
     let t = &shared.target;
     let (bucket, key) = t.slot(index);
     let size = shared.config.size_of(index);
+    let multipart = shared
+        .config
+        .multipart_threshold
+        .is_some_and(|threshold| size as u64 >= threshold.0);
     let result = match op {
-        Op::Put => t
+        // (A part is never drawn as an operation of its own.)
+        Op::Put | Op::PutPart if multipart => {
+            let body = t.payload.bytes.slice(..size);
+            let part_size = shared.config.part_size.0 as usize;
+            match t.client.put_multipart(bucket, &key, body, part_size).await {
+                Ok((bytes, parts)) => {
+                    let mut rec = shared.recorder.lock().expect("recorder lock");
+                    let second = measured_second(shared);
+                    for (part_bytes, took) in parts {
+                        rec.success(phase, Op::PutPart, part_bytes, took, None, second);
+                    }
+                    Ok((bytes, None))
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Op::Put | Op::PutPart => t
             .client
             .put_object(bucket, &key, t.payload.body(size))
             .await
@@ -786,13 +830,18 @@ async fn one_request(shared: &Shared, op: Op, index: usize, started: Instant) ->
     (result, started)
 }
 
-fn record(shared: &Shared, phase: Phase, op: Op, result: &Answer, started: Instant) {
-    let latency = started.elapsed();
-    let second = shared
+/// The second of the measured phase a request finishing now falls in.
+fn measured_second(shared: &Shared) -> u64 {
+    shared
         .measure_start
         .lock()
         .expect("measure_start lock")
-        .map_or(0, |s| Instant::now().saturating_duration_since(s).as_secs());
+        .map_or(0, |s| Instant::now().saturating_duration_since(s).as_secs())
+}
+
+fn record(shared: &Shared, phase: Phase, op: Op, result: &Answer, started: Instant) {
+    let latency = started.elapsed();
+    let second = measured_second(shared);
     let mut rec = shared.recorder.lock().expect("recorder lock");
     match result {
         Ok((bytes, ttfb)) => rec.success(phase, op, *bytes, latency, *ttfb, second),
@@ -809,7 +858,7 @@ async fn prefill_worker(shared: Arc<Shared>, mut abort: watch::Receiver<bool>) {
             return;
         }
         let (result, started) = tokio::select! {
-            r = one_request(&shared, Op::Put, index as usize, Instant::now()) => r,
+            r = one_request(&shared, Phase::Prefill, Op::Put, index as usize, Instant::now()) => r,
             _ = abort.wait_for(|a| *a) => return,
         };
         let state = if result.is_ok() { PRESENT } else { ABSENT };
@@ -859,13 +908,15 @@ async fn load_worker(shared: Arc<Shared>, seed: u64, mut abort: watch::Receiver<
         }
         let started = due.unwrap_or_else(Instant::now);
         let (result, started) = tokio::select! {
-            r = one_request(&shared, op, index, started) => r,
+            r = one_request(&shared, phase, op, index, started) => r,
             _ = abort.wait_for(|a| *a) => return,
         };
         let after = match (op, &result) {
-            (Op::Put, Ok(_)) | (Op::Get | Op::Head | Op::List, _) | (Op::Delete, Err(_)) => PRESENT,
+            (Op::Put | Op::PutPart, Ok(_))
+            | (Op::Get | Op::Head | Op::List, _)
+            | (Op::Delete, Err(_)) => PRESENT,
             (Op::Delete, Ok(_)) => ABSENT,
-            (Op::Put, Err(_)) => before,
+            (Op::Put | Op::PutPart, Err(_)) => before,
         };
         shared.slots.release(index, after);
         record(&shared, phase, op, &result, started);
@@ -1516,7 +1567,7 @@ mod tests {
                 Op::Get => 0,
                 Op::Put => 1,
                 Op::Delete => 2,
-                Op::Head | Op::List => unreachable!("no weight"),
+                Op::Head | Op::List | Op::PutPart => unreachable!("no weight"),
             };
             counts[i] += 1;
         }

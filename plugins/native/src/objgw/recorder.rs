@@ -29,6 +29,8 @@ pub enum Op {
     Delete,
     Head,
     List,
+    /// One part of a multipart PUT (the whole object counts as a `put`).
+    PutPart,
 }
 
 impl Op {
@@ -39,6 +41,7 @@ impl Op {
             Op::Delete => "delete",
             Op::Head => "head",
             Op::List => "list",
+            Op::PutPart => "put-part",
         }
     }
 }

@@ -106,6 +106,21 @@ impl Store {
         }
     }
 
+    /// A multipart (S3) or segmented (Swift) upload of `body` in parts of
+    /// `part_size`: the object's bytes, and each part's bytes and time.
+    pub async fn put_multipart(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: bytes::Bytes,
+        part_size: usize,
+    ) -> Result<(u64, Vec<(u64, std::time::Duration)>), OpError> {
+        match self {
+            Store::S3(c) => c.put_multipart(bucket, key, body, part_size).await,
+            Store::Swift(c) => c.put_multipart(bucket, key, body, part_size).await,
+        }
+    }
+
     /// HEAD of an object; its length must be `size`.
     pub async fn head_object(&self, bucket: &str, key: &str, size: u64) -> Result<(), OpError> {
         let length = match self {

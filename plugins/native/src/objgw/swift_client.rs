@@ -8,6 +8,8 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use super::client::{
     Body, Got, OpError, content_length, encode_key, encode_query, error_chain, receive_checked,
 };
@@ -170,6 +172,43 @@ impl SwiftClient {
         self.send(|s| self.http.delete(Self::url(s, container, Some(key))))
             .await?;
         Ok(())
+    }
+
+    /// A segmented upload (Swift's dynamic large object): the segments under
+    /// `KEY/`, one after the other, then the manifest at `KEY`. Returns the
+    /// bytes and each segment's bytes and time.
+    pub async fn put_multipart(
+        &self,
+        container: &str,
+        key: &str,
+        body: Bytes,
+        part_size: usize,
+    ) -> Result<(u64, Vec<(u64, Duration)>), OpError> {
+        let mut parts = Vec::new();
+        for (i, start) in (0..body.len().max(1)).step_by(part_size.max(1)).enumerate() {
+            let end = (start + part_size).min(body.len());
+            let segment = format!("{key}/{:08}", i + 1);
+            let started = Instant::now();
+            let bytes = body.slice(start..end);
+            self.send(|s| {
+                self.http
+                    .put(Self::url(s, container, Some(&segment)))
+                    .body(bytes.clone())
+            })
+            .await?;
+            parts.push(((end - start) as u64, started.elapsed()));
+        }
+        let manifest = format!("{container}/{key}/");
+        self.send(|s| {
+            self.http
+                .put(Self::url(s, container, Some(key)))
+                .header("X-Object-Manifest", &manifest)
+                // radosgw answers 411 to a PUT without a length.
+                .header(reqwest::header::CONTENT_LENGTH, "0")
+                .body(Vec::new())
+        })
+        .await?;
+        Ok((body.len() as u64, parts))
     }
 
     /// HEAD of an object: its Content-Length.
