@@ -99,8 +99,14 @@ impl Exporter for MarkdownExporter {
             .chain(&results.cleanup)
             .filter(|s| s.error.is_some())
             .collect();
+        let latency: Vec<Vec<super::latency_table::LatencyRow>> = results
+            .stages
+            .iter()
+            .map(super::latency_table::rows)
+            .collect();
         let text = tmpl.render(minijinja::context! {
             r => minijinja::value::Serde(results),
+            latency => minijinja::value::Serde(&latency),
             failures => minijinja::value::Serde(&failures),
             charts => minijinja::value::Serde(&self.charts),
             sweeps => minijinja::value::Serde(&self.sweeps),

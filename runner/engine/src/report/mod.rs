@@ -4,6 +4,7 @@
 pub mod charts;
 pub mod environment;
 pub mod escape;
+pub mod latency_table;
 mod markdown;
 
 use std::path::{Path, PathBuf};
