@@ -669,3 +669,40 @@ fn large_objects_go_in_parts_with_latency_per_object_and_per_part() {
         .collect();
     assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
 }
+
+#[test]
+fn keys_can_come_from_a_profile_of_the_shared_credentials_file() {
+    let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::temp_dir("objgw-profile");
+    let file = dir.join("credentials");
+    std::fs::write(
+        &file,
+        format!(
+            "[default]\naws_access_key_id = NOT-THIS-ONE\n[bench]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            env("AWS_ACCESS_KEY_ID"),
+            env("AWS_SECRET_ACCESS_KEY")
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let out = common::pipeline_command(&[
+        "run",
+        "tests/objgw/put.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ])
+    .env_remove("AWS_ACCESS_KEY_ID")
+    .env_remove("AWS_SECRET_ACCESS_KEY")
+    .env("AWS_SHARED_CREDENTIALS_FILE", &file)
+    .env("AWS_PROFILE", "bench")
+    .output()
+    .expect("run pipeline");
+    let r = common::results(&run_dir).expect("results.json");
+    assert!(
+        out.status.success(),
+        "{}{r:#}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(metric(stage(&r, "put"), "ops", "put", "measure"), 300.0);
+    assert_secret_absent(&run_dir);
+}

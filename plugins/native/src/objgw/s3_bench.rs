@@ -26,6 +26,9 @@ pub struct Config {
     /// Secret key (default: $AWS_SECRET_ACCESS_KEY). Give it as `{{ env.NAME }}` of an `env:` entry with `secret: true`, never literally: parameters are shown by `plan`.
     #[serde(default)]
     pub secret_key: Option<String>,
+    /// Profile of the AWS shared credentials file ($AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials) to take the keys from when `access_key`/`secret_key` and $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY are not set (default: $AWS_PROFILE, then `default`).
+    #[serde(default)]
+    pub profile: Option<String>,
     /// Sign PUTs with `UNSIGNED-PAYLOAD` instead of the body's SHA-256 (plain HTTP to a gateway you trust).
     #[serde(default)]
     pub unsigned_payload: bool,
@@ -114,18 +117,73 @@ fn resolve_endpoint(config: &Config) -> Result<Endpoint, StageError> {
             .access_key
             .clone()
             .or_else(|| env("AWS_ACCESS_KEY_ID"))
+            .or_else(|| profile_key(config, "aws_access_key_id"))
             .ok_or_else(|| missing("access key", "access_key", "AWS_ACCESS_KEY_ID"))?,
         secret_key: config
             .secret_key
             .clone()
             .or_else(|| env("AWS_SECRET_ACCESS_KEY"))
+            .or_else(|| profile_key(config, "aws_secret_access_key"))
             .ok_or_else(|| missing("secret key", "secret_key", "AWS_SECRET_ACCESS_KEY"))?,
     })
+}
+
+/// A key of the profile in the AWS shared credentials file, as the AWS CLI
+/// and SDKs read it: `[NAME]` sections of `key = value` lines.
+fn profile_key(config: &Config, key: &str) -> Option<String> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let file = env("AWS_SHARED_CREDENTIALS_FILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".aws/credentials")))?;
+    let profile = config
+        .profile
+        .clone()
+        .or_else(|| env("AWS_PROFILE"))
+        .unwrap_or_else(|| "default".into());
+    let text = std::fs::read_to_string(file).ok()?;
+    ini_value(&text, &profile, key)
+}
+
+/// `key` of `[section]` in an INI text (`#` and `;` comments, spaces around `=`).
+fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut in_section = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_section = name.trim() == section;
+            continue;
+        }
+        if in_section
+            && let Some((k, v)) = line.split_once('=')
+            && k.trim() == key
+        {
+            return Some(v.trim().to_string()).filter(|v| !v.is_empty());
+        }
+    }
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn profiles_are_read_as_the_aws_cli_writes_them() {
+        let text = "[default]\naws_access_key_id = AKIADEFAULT\n\n# a comment\n[bench]\naws_access_key_id=AKIABENCH\naws_secret_access_key = s3cr3t \n";
+        assert_eq!(
+            ini_value(text, "default", "aws_access_key_id").as_deref(),
+            Some("AKIADEFAULT")
+        );
+        assert_eq!(
+            ini_value(text, "bench", "aws_secret_access_key").as_deref(),
+            Some("s3cr3t")
+        );
+        assert_eq!(ini_value(text, "default", "aws_secret_access_key"), None);
+        assert_eq!(ini_value(text, "other", "aws_access_key_id"), None);
+    }
 
     #[test]
     fn credentials_sit_beside_the_load_parameters() {
