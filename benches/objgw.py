@@ -67,13 +67,16 @@ def gateway_cpu():
 
 
 def timed(argv, extra_env=None, cwd=None):
-    """Runs argv; (wall seconds, child CPU seconds, stdout+stderr)."""
+    """Runs argv; (wall seconds, child CPU seconds, gateway CPU seconds,
+    stdout+stderr): the gateway's CPU over this command only."""
     e = dict(ENV)
     e.update(extra_env or {})
     before = os.times()
+    g0 = gateway_cpu()
     start = time.monotonic()
     p = subprocess.run(argv, env=e, cwd=cwd, capture_output=True, text=True)
     wall = time.monotonic() - start
+    gw = gateway_cpu() - g0
     after = os.times()
     cpu = (after.children_user - before.children_user) + (
         after.children_system - before.children_system
@@ -81,7 +84,7 @@ def timed(argv, extra_env=None, cwd=None):
     out = p.stdout + p.stderr
     if p.returncode != 0:
         raise RuntimeError(f"{argv[0]} exited {p.returncode}: {out[-2000:]}")
-    return wall, cpu, out
+    return wall, cpu, gw, out
 
 
 def s3_curl(method, path):
@@ -139,12 +142,12 @@ def rclone(remote, workload, n, size, c, env_extra):
                        capture_output=True)
         put_flags = ["--s3-no-check-bucket", "--s3-no-head", "--s3-disable-checksum"] if remote == "GW" else []
         if workload == "put":
-            return timed(["rclone", "copy", src, f"{remote}:{bucket}"] + flags + put_flags, env_extra)[:2]
+            return timed(["rclone", "copy", src, f"{remote}:{bucket}"] + flags + put_flags, env_extra)[:3]
         timed(["rclone", "copy", src, f"{remote}:{bucket}"] + flags + put_flags, env_extra)
         dst = tempfile.mkdtemp(dir=SHM, prefix="objgw-dst-")
         try:
             get_flags = ["--s3-no-head-object", "--use-server-modtime"] if remote == "GW" else []
-            return timed(["rclone", "copy", f"{remote}:{bucket}", dst] + flags + get_flags, env_extra)[:2]
+            return timed(["rclone", "copy", f"{remote}:{bucket}", dst] + flags + get_flags, env_extra)[:3]
         finally:
             shutil.rmtree(dst, ignore_errors=True)
     finally:
@@ -161,11 +164,11 @@ def s5cmd(workload, n, size, c):
         s3_curl("PUT", f"/{bucket}")
         up = base + ["cp", f"{src}/*", f"s3://{bucket}/"]
         if workload == "put":
-            return timed(up)[:2]
+            return timed(up)[:3]
         timed(up)
         dst = tempfile.mkdtemp(dir=SHM, prefix="objgw-dst-")
         try:
-            return timed(base + ["cp", f"s3://{bucket}/*", f"{dst}/"])[:2]
+            return timed(base + ["cp", f"s3://{bucket}/*", f"{dst}/"])[:3]
         finally:
             shutil.rmtree(dst, ignore_errors=True)
     finally:
@@ -195,9 +198,9 @@ def boto3(workload, n, size, c):
     try:
         s3_curl("PUT", f"/{bucket}")
         if workload == "put":
-            return timed(py + ["put", bucket, str(n), str(size), str(c)], e)[:2]
+            return timed(py + ["put", bucket, str(n), str(size), str(c)], e)[:3]
         timed(py + ["put", bucket, str(n), str(size), str(c)], e)
-        return timed(py + ["get", bucket, str(n), str(size), str(c)], e)[:2]
+        return timed(py + ["get", bucket, str(n), str(size), str(c)], e)[:3]
     finally:
         subprocess.run(
             ["s5cmd", "--endpoint-url", env("AWS_ENDPOINT_URL"), "rm", f"s3://{bucket}/*"],
@@ -217,14 +220,10 @@ def swift_bench(workload, n, size, c):
         "-c", str(c), "-s", str(size), "-n", str(n), "-x", "--container-name", name,
     ]
     try:
-        g0 = gateway_cpu()
-        _, put_cpu, out = timed(["swift-bench"] + conf + ["-g", "0"])
-        put_gw = gateway_cpu() - g0
+        _, put_cpu, put_gw, out = timed(["swift-bench"] + conf + ["-g", "0"])
         if workload == "put":
             return n / final_rate(out, "put"), put_cpu, put_gw
-        g0 = gateway_cpu()
-        _, both_cpu, out = timed(["swift-bench"] + conf + ["-g", str(n)])
-        both_gw = gateway_cpu() - g0
+        _, both_cpu, both_gw, out = timed(["swift-bench"] + conf + ["-g", str(n)])
         return n / final_rate(out, "get"), max(both_cpu - put_cpu, 0.0), max(both_gw - put_gw, 0.0)
     finally:
         listed = subprocess.run(["rclone", "lsf", "SW:"], env={**ENV, **RCLONE_SWIFT}, capture_output=True, text=True)
@@ -273,7 +272,9 @@ def ours(stage, workload, n, size, c):
             raise RuntimeError(f"no {name} {labels}")
         rate = value("ops_per_s", op=workload, phase="measure")
         cpu = value("client_cpu_per_1000_ops") * n / 1000
-        return n / rate, cpu
+        # The stage reads the local gateway's CPU over its measured phase.
+        gw = value("gateway_cpu_per_1000_ops") * n / 1000
+        return n / rate, cpu, gw
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -296,10 +297,9 @@ def measure(tools, workload, size, c):
     rows = {name: [] for name, _ in tools}
     for _ in range(REPS):
         for name, tool in tools:
-            g0 = gateway_cpu()
-            got = tool(workload, n, size, c)
-            # A tool may say which part of the gateway's CPU was its workload's.
-            seconds, cpu, gw = got if len(got) == 3 else (*got, gateway_cpu() - g0)
+            # Each tool times its workload only (not the upload before a GET),
+            # and the gateway's CPU over that part.
+            seconds, cpu, gw = tool(workload, n, size, c)
             rows[name].append((n / seconds, n * size / seconds / (1 << 20), cpu * 1000 / n, gw * 1000 / n))
     return {name: tuple(statistics.median(col) for col in zip(*runs)) for name, runs in rows.items()}
 
