@@ -14,7 +14,8 @@ the client's CPU-seconds per 1000 operations (user+system, of the whole
 process: start-up and listing included for the peers; our stages report
 their measured phase, which is what `client_cpu_per_1000_ops` is), the
 gateway's CPU-seconds per 1000 operations (radosgw's utime+stime from
-/proc), and our ratio to the best peer.
+/proc, over the timed part only: a GET row excludes the upload before it),
+and our ratio to the best peer.
 """
 
 import json
