@@ -336,22 +336,34 @@ fn a_pre_existing_bucket_keeps_its_other_objects() {
     assert!(metric(stage(&r, "put"), "ops", "put", "measure") > 0.0);
 }
 
+/// `pipeline run FILE --out DIR/run` in the background; the child and its run folder.
+fn spawn_run(file: &str, name: &str) -> (std::process::Child, PathBuf) {
+    let run_dir = common::temp_dir(name).join("run");
+    let child = common::pipeline_command(&["run", file, "--out", run_dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start pipeline");
+    (child, run_dir)
+}
+
+/// Polls `done` every 100 ms for at most 60 s (a bound against a hang, not
+/// a timing); panics naming `what` when it never happens.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{what} did not happen within 60 s");
+}
+
 #[test]
 fn ctrl_c_stops_the_load_and_still_removes_the_bucket() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = common::temp_dir("objgw-interrupted");
-    let run_dir = dir.join("run");
-    let mut child = common::pipeline_command(&[
-        "run",
-        "tests/objgw/interrupted.yaml",
-        "--out",
-        run_dir.to_str().unwrap(),
-    ])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .expect("start pipeline");
-    // Wait (bounded) until the load runs: its bucket exists.
+    let (mut child, run_dir) = spawn_run("tests/objgw/interrupted.yaml", "objgw-interrupted");
+    // The load runs once its bucket exists.
     let mut started = false;
     for _ in 0..300 {
         if bucket_names()
@@ -541,54 +553,26 @@ impl Drop for GatewayStopped {
 #[test]
 fn a_gateway_that_stops_answering_fails_the_stage_with_counted_errors_and_cleanup_still_runs() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = common::temp_dir("objgw-gateway-stopped");
-    let run_dir = dir.join("run");
-    let mut child = common::pipeline_command(&[
-        "run",
-        "tests/objgw/gateway-stopped.yaml",
-        "--out",
-        run_dir.to_str().unwrap(),
-    ])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .expect("start pipeline");
-    let wait = |what: &str, mut done: Box<dyn FnMut() -> bool + '_>| {
-        for _ in 0..600 {
-            if done() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!("{what} did not happen within 60 s");
-    };
-    wait(
-        "the load starting",
-        Box::new(|| {
-            bucket_names()
-                .iter()
-                .any(|b| b.contains("objgw-gateway-stopped"))
-        }),
-    );
+    let (mut child, run_dir) =
+        spawn_run("tests/objgw/gateway-stopped.yaml", "objgw-gateway-stopped");
+    wait_for("the load starting", || {
+        bucket_names()
+            .iter()
+            .any(|b| b.contains("objgw-gateway-stopped"))
+    });
     let pid = gateway_pid();
     // SAFETY: signalling the sandbox's gateway; the guard resumes it.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let stopped = GatewayStopped(pid);
-    wait(
-        "the stage failing",
-        Box::new(|| {
-            common::results(&run_dir).is_some_and(|r| r["stages"][0]["status"] == "failed")
-        }),
-    );
+    wait_for("the stage failing", || {
+        common::results(&run_dir).is_some_and(|r| r["stages"][0]["status"] == "failed")
+    });
     drop(stopped);
     let mut status = None;
-    wait(
-        "the run ending",
-        Box::new(|| {
-            status = child.try_wait().expect("wait for pipeline");
-            status.is_some()
-        }),
-    );
+    wait_for("the run ending", || {
+        status = child.try_wait().expect("wait for pipeline");
+        status.is_some()
+    });
     assert_eq!(status.and_then(|s| s.code()), Some(1));
     let r = common::results(&run_dir).expect("results.json");
     let put = stage(&r, "put");

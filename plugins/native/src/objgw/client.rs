@@ -196,14 +196,7 @@ impl S3Client {
         timeout: Duration,
         unsigned_payload: bool,
     ) -> Result<Self, OpError> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .pool_max_idle_per_host(connections)
-            .tcp_nodelay(true)
-            .no_proxy()
-            .build()
-            .map_err(|e| OpError::Other(error_chain(&e)))?;
+        let http = http_client(connections, timeout)?;
         let identity = Credentials::new(
             endpoint.access_key.clone(),
             endpoint.secret_key.clone(),
@@ -444,15 +437,38 @@ impl S3Client {
 
     /// One ListObjectsV2 page (up to 1000 keys) under `prefix`: how many keys.
     pub async fn list_page(&self, bucket: &str, prefix: &str) -> Result<usize, OpError> {
-        let query = format!("list-type=2&max-keys=1000&prefix={}", encode_query(prefix));
+        Ok(self.list_v2(bucket, prefix, None).await?.0.len())
+    }
+
+    /// One ListObjectsV2 page: its keys, and the token of the next page.
+    async fn list_v2(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        token: Option<&str>,
+    ) -> Result<(Vec<String>, Option<String>), OpError> {
+        // Query parameters in the canonical (sorted) order SigV4 wants.
+        let mut query = String::new();
+        if let Some(t) = token {
+            query.push_str(&format!("continuation-token={}&", encode_query(t)));
+        }
+        query.push_str(&format!("list-type=2&prefix={}", encode_query(prefix)));
         let url = self.url(bucket, None, &query);
-        let body = self
-            .send(self.signed(reqwest::Method::GET, &url, None)?)
-            .await?
-            .text()
-            .await
-            .map_err(|e| OpError::from_transport(&e))?;
-        Ok(xml_values(&body, "Key").len())
+        let body = text(
+            self.send(self.signed(reqwest::Method::GET, &url, None)?)
+                .await?,
+        )
+        .await?;
+        let keys = xml_values(&body, "Key")
+            .into_iter()
+            .map(|k| xml_unescape(&k))
+            .collect();
+        let truncated =
+            xml_values(&body, "IsTruncated").first().map(String::as_str) == Some("true");
+        let next = xml_values(&body, "NextContinuationToken")
+            .into_iter()
+            .next();
+        Ok((keys, next.filter(|_| truncated)))
     }
 
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), OpError> {
@@ -474,34 +490,38 @@ impl S3Client {
         let mut keys = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            // Query parameters in the canonical (sorted) order SigV4 wants.
-            let mut query = String::new();
-            if let Some(t) = &token {
-                query.push_str(&format!("continuation-token={}&", encode_query(t)));
-            }
-            query.push_str(&format!("list-type=2&prefix={}", encode_query(prefix)));
-            let url = self.url(bucket, None, &query);
-            let body = self
-                .send(self.signed(reqwest::Method::GET, &url, None)?)
-                .await?
-                .text()
-                .await
-                .map_err(|e| OpError::from_transport(&e))?;
-            keys.extend(
-                xml_values(&body, "Key")
-                    .into_iter()
-                    .map(|k| xml_unescape(&k)),
-            );
-            let truncated =
-                xml_values(&body, "IsTruncated").first().map(String::as_str) == Some("true");
-            token = xml_values(&body, "NextContinuationToken")
-                .into_iter()
-                .next();
-            if !truncated || token.is_none() {
-                return Ok(keys);
+            let (page, next) = self.list_v2(bucket, prefix, token.as_deref()).await?;
+            keys.extend(page);
+            match next {
+                Some(t) => token = Some(t),
+                None => return Ok(keys),
             }
         }
     }
+}
+
+/// The HTTP client of a load generator: keep-alive for `connections`
+/// requests in flight, no Nagle, no proxy, `timeout` per request.
+pub(super) fn http_client(
+    connections: usize,
+    timeout: Duration,
+) -> Result<reqwest::Client, OpError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .pool_max_idle_per_host(connections)
+        .tcp_nodelay(true)
+        .no_proxy()
+        .build()
+        .map_err(|e| OpError::Other(error_chain(&e)))
+}
+
+/// A response's body as text.
+pub(super) async fn text(response: reqwest::Response) -> Result<String, OpError> {
+    response
+        .text()
+        .await
+        .map_err(|e| OpError::from_transport(&e))
 }
 
 /// Reads a GET's body, comparing it with `expected` chunk by chunk (no copy),

@@ -328,6 +328,19 @@ impl LoadConfig {
     }
 }
 
+/// What `s3-bench` and `swift-bench` say about themselves, but their name
+/// and summary.
+pub fn about(name: &'static str, summary: &'static str) -> pipeline_stage_api::typed::About {
+    pipeline_stage_api::typed::About {
+        name,
+        summary,
+        per_host: true,
+        requires: Vec::new(),
+        outputs: Vec::new(),
+        metrics: metric_specs(),
+    }
+}
+
 /// The metrics both stages report.
 pub fn metric_specs() -> Vec<MetricSpec> {
     vec![
@@ -395,6 +408,25 @@ pub fn metric_specs() -> Vec<MetricSpec> {
 }
 
 impl LoadConfig {
+    /// Problems with the load parameters and the stage's gateway URL
+    /// (`url_param`, plain `http://` only), as `(parameter, message)`.
+    pub fn check_with_url(
+        &self,
+        stage: &str,
+        url_param: &str,
+        url: Option<&str>,
+    ) -> Vec<(String, String)> {
+        let mut p = Vec::new();
+        if url.is_some_and(|u| !u.starts_with("http://")) {
+            p.push((
+                url_param.to_string(),
+                format!("must start with http:// ({stage} speaks plain HTTP; TLS comes later)"),
+            ));
+        }
+        p.extend(self.check());
+        p
+    }
+
     /// Problems with the load parameters, as `(parameter, message)`.
     pub fn check(&self) -> Vec<(String, String)> {
         let mut p: Vec<(String, String)> = Vec::new();

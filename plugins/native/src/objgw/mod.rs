@@ -17,6 +17,41 @@ pub const S3_BUCKET: &str = "s3-bucket";
 /// `BUCKET/PREFIX`; only keys under the prefix are removed.
 pub const S3_OBJECTS: &str = "s3-objects";
 
+/// A stage setting: the suite's value, else the environment variable (an
+/// empty one counts as unset).
+pub(crate) fn setting(value: &Option<String>, var: &str) -> Option<String> {
+    value
+        .clone()
+        .or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty()))
+}
+
+/// A setting neither the suite nor the environment gives.
+pub(crate) fn missing_setting(
+    api: &str,
+    what: &str,
+    param: &str,
+    var: &str,
+) -> pipeline_stage_api::stage::StageError {
+    pipeline_stage_api::stage::StageError::failed(format!(
+        "no {api} {what}: set `{param}:` or {var} (`pipeline sandbox env` exports it for the sandbox gateway)"
+    ))
+}
+
+/// The gateway's URL must be plain HTTP (no TLS yet); `shape` shows one.
+pub(crate) fn plain_http(
+    stage: &str,
+    what: &str,
+    url: &str,
+    shape: &str,
+) -> Result<(), pipeline_stage_api::stage::StageError> {
+    if url.starts_with("http://") {
+        return Ok(());
+    }
+    Err(pipeline_stage_api::stage::StageError::failed(format!(
+        "{what} `{url}`: {stage} speaks plain HTTP only ({shape})"
+    )))
+}
+
 /// A bucket name that carries the run id: lower case, `[a-z0-9-]`, at most
 /// 63 characters, the index kept at the end when it must be shortened.
 pub fn bucket_name(run_id: &str, instance: &str, index: u32) -> String {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::client::{Endpoint, S3Client};
 use super::load::{self, LoadConfig};
 use super::store::Store;
+use super::{missing_setting, plain_http, setting};
 
 /// `with:` of an `s3-bench` stage: where and as whom, then the load.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -42,30 +43,16 @@ impl TypedStage for S3Bench {
     type Config = Config;
 
     fn about(&self) -> About {
-        About {
-            name: "s3-bench",
-            summary: "S3 PUT/GET/mixed load with its own lean client: ops/s, MiB/s, latency percentiles (HDR), errors by kind, client CPU.",
-            per_host: true,
-            requires: Vec::new(),
-            outputs: Vec::new(),
-            metrics: load::metric_specs(),
-        }
+        load::about(
+            "s3-bench",
+            "S3 PUT/GET/mixed load with its own lean client: ops/s, MiB/s, latency percentiles (HDR), errors by kind, client CPU.",
+        )
     }
 
     fn check(&self, config: &Config) -> Vec<(String, String)> {
-        let mut p = config.load.check();
-        if let Some(e) = &config.endpoint
-            && !e.starts_with("http://")
-        {
-            p.insert(
-                0,
-                (
-                    "endpoint".into(),
-                    "must start with http:// (s3-bench speaks plain HTTP; TLS comes later)".into(),
-                ),
-            );
-        }
-        p
+        config
+            .load
+            .check_with_url("s3-bench", "endpoint", config.endpoint.as_deref())
     }
 
     fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
@@ -89,42 +76,24 @@ impl TypedStage for S3Bench {
     }
 }
 fn resolve_endpoint(config: &Config) -> Result<Endpoint, StageError> {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let missing = |what: &str, param: &str, var: &str| {
-        StageError::failed(format!(
-            "no S3 {what}: set `{param}:` or {var} (`pipeline sandbox env` exports it for the sandbox gateway)"
-        ))
-    };
-    let url = config
-        .endpoint
-        .clone()
-        .or_else(|| env("AWS_ENDPOINT_URL"))
-        .ok_or_else(|| missing("endpoint", "endpoint", "AWS_ENDPOINT_URL"))?;
-    if !url.starts_with("http://") {
-        return Err(StageError::failed(format!(
-            "S3 endpoint `{url}`: s3-bench speaks plain HTTP only (http://HOST:PORT)"
-        )));
-    }
+    let url = setting(&config.endpoint, "AWS_ENDPOINT_URL")
+        .ok_or_else(|| missing_setting("S3", "endpoint", "endpoint", "AWS_ENDPOINT_URL"))?;
+    plain_http("s3-bench", "S3 endpoint", &url, "http://HOST:PORT")?;
     Ok(Endpoint {
         url: url.trim_end_matches('/').to_string(),
-        region: config
-            .region
-            .clone()
-            .or_else(|| env("AWS_DEFAULT_REGION"))
-            .or_else(|| env("AWS_REGION"))
+        region: setting(&config.region, "AWS_DEFAULT_REGION")
+            .or_else(|| setting(&None, "AWS_REGION"))
             .unwrap_or_else(|| "us-east-1".into()),
-        access_key: config
-            .access_key
-            .clone()
-            .or_else(|| env("AWS_ACCESS_KEY_ID"))
+        access_key: setting(&config.access_key, "AWS_ACCESS_KEY_ID")
             .or_else(|| profile_key(config, "aws_access_key_id"))
-            .ok_or_else(|| missing("access key", "access_key", "AWS_ACCESS_KEY_ID"))?,
-        secret_key: config
-            .secret_key
-            .clone()
-            .or_else(|| env("AWS_SECRET_ACCESS_KEY"))
+            .ok_or_else(|| {
+                missing_setting("S3", "access key", "access_key", "AWS_ACCESS_KEY_ID")
+            })?,
+        secret_key: setting(&config.secret_key, "AWS_SECRET_ACCESS_KEY")
             .or_else(|| profile_key(config, "aws_secret_access_key"))
-            .ok_or_else(|| missing("secret key", "secret_key", "AWS_SECRET_ACCESS_KEY"))?,
+            .ok_or_else(|| {
+                missing_setting("S3", "secret key", "secret_key", "AWS_SECRET_ACCESS_KEY")
+            })?,
     })
 }
 

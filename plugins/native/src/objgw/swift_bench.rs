@@ -13,6 +13,7 @@ use serde::Deserialize;
 use super::load::{self, LoadConfig};
 use super::store::Store;
 use super::swift_client::{SwiftAuth, SwiftClient};
+use super::{missing_setting, plain_http, setting};
 
 /// `with:` of a `swift-bench` stage: where to authenticate and as whom, then the load.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -36,31 +37,16 @@ impl TypedStage for SwiftBench {
     type Config = Config;
 
     fn about(&self) -> About {
-        About {
-            name: "swift-bench",
-            summary: "Swift (v1 auth) PUT/GET/mixed load with its own lean client: ops/s, MiB/s, latency percentiles (HDR), errors by kind, client CPU.",
-            per_host: true,
-            requires: Vec::new(),
-            outputs: Vec::new(),
-            metrics: load::metric_specs(),
-        }
+        load::about(
+            "swift-bench",
+            "Swift (v1 auth) PUT/GET/mixed load with its own lean client: ops/s, MiB/s, latency percentiles (HDR), errors by kind, client CPU.",
+        )
     }
 
     fn check(&self, config: &Config) -> Vec<(String, String)> {
-        let mut p = config.load.check();
-        if let Some(u) = &config.auth_url
-            && !u.starts_with("http://")
-        {
-            p.insert(
-                0,
-                (
-                    "auth_url".into(),
-                    "must start with http:// (swift-bench speaks plain HTTP; TLS comes later)"
-                        .into(),
-                ),
-            );
-        }
-        p
+        config
+            .load
+            .check_with_url("swift-bench", "auth_url", config.auth_url.as_deref())
     }
 
     fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
@@ -81,33 +67,19 @@ impl TypedStage for SwiftBench {
 }
 
 fn resolve_auth(config: &Config) -> Result<SwiftAuth, StageError> {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let missing = |what: &str, param: &str, var: &str| {
-        StageError::failed(format!(
-            "no Swift {what}: set `{param}:` or {var} (`pipeline sandbox env` exports it for the sandbox gateway)"
-        ))
-    };
-    let url = config
-        .auth_url
-        .clone()
-        .or_else(|| env("ST_AUTH"))
-        .ok_or_else(|| missing("auth URL", "auth_url", "ST_AUTH"))?;
-    if !url.starts_with("http://") {
-        return Err(StageError::failed(format!(
-            "Swift auth URL `{url}`: swift-bench speaks plain HTTP only (http://HOST:PORT/auth/1.0)"
-        )));
-    }
+    let url = setting(&config.auth_url, "ST_AUTH")
+        .ok_or_else(|| missing_setting("Swift", "auth URL", "auth_url", "ST_AUTH"))?;
+    plain_http(
+        "swift-bench",
+        "Swift auth URL",
+        &url,
+        "http://HOST:PORT/auth/1.0",
+    )?;
     Ok(SwiftAuth {
         url,
-        user: config
-            .user
-            .clone()
-            .or_else(|| env("ST_USER"))
-            .ok_or_else(|| missing("user", "user", "ST_USER"))?,
-        key: config
-            .key
-            .clone()
-            .or_else(|| env("ST_KEY"))
-            .ok_or_else(|| missing("key", "key", "ST_KEY"))?,
+        user: setting(&config.user, "ST_USER")
+            .ok_or_else(|| missing_setting("Swift", "user", "user", "ST_USER"))?,
+        key: setting(&config.key, "ST_KEY")
+            .ok_or_else(|| missing_setting("Swift", "key", "key", "ST_KEY"))?,
     })
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::client::{
-    Body, Got, OpError, content_length, encode_key, encode_query, error_chain, receive_checked,
+    Body, Got, OpError, content_length, encode_key, encode_query, http_client, receive_checked,
+    text,
 };
 
 /// Where to authenticate, and as whom.
@@ -40,14 +41,7 @@ const PAGE: usize = 10_000;
 
 impl SwiftClient {
     pub fn new(auth: SwiftAuth, connections: usize, timeout: Duration) -> Result<Self, OpError> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .pool_max_idle_per_host(connections)
-            .tcp_nodelay(true)
-            .no_proxy()
-            .build()
-            .map_err(|e| OpError::Other(error_chain(&e)))?;
+        let http = http_client(connections, timeout)?;
         Ok(SwiftClient {
             http,
             auth,
@@ -221,19 +215,38 @@ impl SwiftClient {
 
     /// One listing page (up to 1000 names) under `prefix`: how many names.
     pub async fn list_page(&self, container: &str, prefix: &str) -> Result<usize, OpError> {
-        let query = format!("format=json&limit=1000&prefix={}", encode_query(prefix));
-        let body = self
-            .send(|s| {
+        Ok(self.names(container, prefix, None, 1000).await?.len())
+    }
+
+    /// Up to `limit` object names under `prefix`, after `marker`.
+    async fn names(
+        &self,
+        container: &str,
+        prefix: &str,
+        marker: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, OpError> {
+        let mut query = format!("format=json&limit={limit}&prefix={}", encode_query(prefix));
+        if let Some(m) = marker {
+            query.push_str(&format!("&marker={}", encode_query(m)));
+        }
+        let body = text(
+            self.send(|s| {
                 self.http
                     .get(format!("{}?{query}", Self::url(s, container, None)))
             })
-            .await?
-            .text()
-            .await
-            .map_err(|e| OpError::from_transport(&e))?;
+            .await?,
+        )
+        .await?;
+        if body.trim().is_empty() {
+            return Ok(Vec::new());
+        }
         let page: Vec<serde_json::Value> = serde_json::from_str(&body)
             .map_err(|e| OpError::Other(format!("container listing: {e}")))?;
-        Ok(page.len())
+        Ok(page
+            .iter()
+            .filter_map(|o| o.get("name").and_then(|n| n.as_str()).map(str::to_string))
+            .collect())
     }
 
     pub async fn create_container(&self, container: &str) -> Result<(), OpError> {
@@ -252,31 +265,11 @@ impl SwiftClient {
     pub async fn list_keys(&self, container: &str, prefix: &str) -> Result<Vec<String>, OpError> {
         let mut keys: Vec<String> = Vec::new();
         loop {
-            let mut query = format!("format=json&limit={PAGE}&prefix={}", encode_query(prefix));
-            if let Some(last) = keys.last() {
-                query.push_str(&format!("&marker={}", encode_query(last)));
-            }
-            let body = self
-                .send(|s| {
-                    self.http
-                        .get(format!("{}?{query}", Self::url(s, container, None)))
-                })
-                .await?
-                .text()
-                .await
-                .map_err(|e| OpError::from_transport(&e))?;
-            let page: Vec<serde_json::Value> = if body.trim().is_empty() {
-                Vec::new()
-            } else {
-                serde_json::from_str(&body)
-                    .map_err(|e| OpError::Other(format!("container listing: {e}")))?
-            };
-            let names: Vec<String> = page
-                .iter()
-                .filter_map(|o| o.get("name").and_then(|n| n.as_str()).map(str::to_string))
-                .collect();
-            let full = names.len() >= PAGE;
-            keys.extend(names);
+            let page = self
+                .names(container, prefix, keys.last().map(String::as_str), PAGE)
+                .await?;
+            let full = page.len() >= PAGE;
+            keys.extend(page);
             if !full {
                 return Ok(keys);
             }
