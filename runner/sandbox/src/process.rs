@@ -79,13 +79,27 @@ pub(crate) fn describe(cmd: &Command) -> String {
         .join(" ")
 }
 
-/// A command with the sandbox's standard environment scrubbing applied.
+/// A command with the sandbox's standard environment scrubbing applied,
+/// and none of the caller's other open files: a daemon started from a
+/// shell that holds a lock (scripts/test.sh holds /tmp/pipeline-tests.lock
+/// on fd 9) must not keep that lock for as long as the daemon lives.
 pub(crate) fn command(program: impl AsRef<OsStr>) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(program);
     for var in SCRUBBED_ENV {
         cmd.env_remove(var);
     }
     cmd.stdin(Stdio::null());
+    // SAFETY: close_range is async-signal-safe. It only marks descriptors 3
+    // and up close-on-exec, so std's own exec-error pipe still works until
+    // the exec; failure (an old kernel) leaves them as they were.
+    unsafe {
+        cmd.pre_exec(|| {
+            const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
+            Ok(())
+        });
+    }
     cmd
 }
 

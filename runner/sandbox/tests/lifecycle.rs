@@ -55,6 +55,15 @@ fn is_alive(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty())
 }
 
+/// Stops the sandbox in the folder when dropped (a no-op after `down`).
+struct DownOnDrop(PathBuf);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let _ = pipeline_sandbox::down(&self.0, false);
+    }
+}
+
 #[test]
 #[ignore = "needs exclusive ports 3300/6789/7480; run by .ci/run in sequence"]
 fn up_use_down() {
@@ -68,6 +77,8 @@ fn up_use_down() {
     let dir = PathBuf::from(format!("/tmp/pipeline-sandbox-test-{}", std::process::id()));
     let _ = pipeline_sandbox::down(&dir, false);
     assert!(!dir.exists(), "{dir:?} still exists");
+    // A failed assertion below must not leave the daemons running.
+    let _down = DownOnDrop(dir.clone());
     assert!(!pipeline_sandbox::status(&dir).unwrap().any_running());
 
     // A busy gateway port is refused before anything starts.
