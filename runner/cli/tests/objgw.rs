@@ -249,7 +249,8 @@ fn put_runs_counts_what_the_gateway_counts_and_leaves_nothing() {
         .find(|m| m["name"] == "gateway_cpu_seconds")
         .and_then(|m| m["value"].as_f64())
         .expect("gateway_cpu_seconds for a local gateway");
-    assert!(gateway_cpu >= 0.0);
+    // 300 PUTs cost radosgw well over one clock tick (10 ms).
+    assert!(gateway_cpu > 0.0, "{gateway_cpu}");
     assert!(metric(&s, "ops_per_s", "put", "measure") > 0.0);
     assert!(
         metric(&s, "latency_p99", "put", "measure") >= metric(&s, "latency_p50", "put", "measure")

@@ -67,6 +67,8 @@ pub struct Pushed {
 
 pub struct RegistryClient {
     registry: String,
+    /// Decided once from the registry and PIPELINE_REGISTRY_INSECURE.
+    https: bool,
     client: oci_client::Client,
     credentials: Credentials,
 }
@@ -85,7 +87,8 @@ pub fn plain_http_allowed(registry: &str, env: &dyn Fn(&str) -> Option<String>) 
 
 impl RegistryClient {
     pub fn new(registry: &str, env: &dyn Fn(&str) -> Option<String>) -> Self {
-        let protocol = if plain_http_allowed(registry, env) {
+        let https = !plain_http_allowed(registry, env);
+        let protocol = if !https {
             ClientProtocol::HttpsExcept(vec![registry.to_string()])
         } else {
             ClientProtocol::Https
@@ -100,6 +103,7 @@ impl RegistryClient {
         };
         RegistryClient {
             registry: registry.to_string(),
+            https,
             client: oci_client::Client::new(config),
             credentials: credentials::for_registry(registry, env),
         }
@@ -325,6 +329,7 @@ impl RegistryClient {
                         Ok(result) => result.map_err(|e| self.error(reference, e)),
                         Err(_) => Err(OciError::Unreachable {
                             registry: self.registry.clone(),
+                            https: self.https,
                             reason: format!("no answer within {} s", OPERATION_TIMEOUT.as_secs()),
                         }),
                     }
@@ -358,6 +363,7 @@ impl RegistryClient {
         match e {
             OciDistributionError::RequestError(e) => OciError::Unreachable {
                 registry,
+                https: self.https,
                 reason: error_chain(&e),
             },
             OciDistributionError::UnauthorizedError { .. }

@@ -4,7 +4,12 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OciError {
     #[error("registry {registry} is unreachable: {reason}")]
-    Unreachable { registry: String, reason: String },
+    Unreachable {
+        registry: String,
+        reason: String,
+        /// The client spoke HTTPS (the registry may serve plain HTTP).
+        https: bool,
+    },
     #[error("registry {registry} refused access (401 Unauthorized) with {credentials} credentials")]
     Unauthorized {
         registry: String,
@@ -43,13 +48,15 @@ pub enum OciError {
 impl OciError {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
-            OciError::Unreachable { registry, reason } => {
+            OciError::Unreachable {
+                registry,
+                reason,
+                https,
+            } => {
                 let mut h = format!(
                     "check that the registry runs and that {registry} is its address; a suite whose plugins are all locked and pulled (`pipeline lock`, `pipeline plugins pull`) runs without it"
                 );
-                if !crate::client::plain_http_allowed(registry, &|k| std::env::var(k).ok())
-                    && (reason.contains("http") || reason.contains("TLS") || reason.contains("tls"))
-                {
+                if *https && (reason.contains("TLS") || reason.contains("tls")) {
                     h.push_str("; if it serves plain HTTP, list it in PIPELINE_REGISTRY_INSECURE");
                 }
                 h

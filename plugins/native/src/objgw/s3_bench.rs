@@ -82,7 +82,7 @@ fn resolve_endpoint(config: &Config) -> Result<Endpoint, StageError> {
     Ok(Endpoint {
         url: url.trim_end_matches('/').to_string(),
         region: setting(&config.region, "AWS_DEFAULT_REGION")
-            .or_else(|| setting(&None, "AWS_REGION"))
+            .or_else(|| std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()))
             .unwrap_or_else(|| "us-east-1".into()),
         access_key: setting(&config.access_key, "AWS_ACCESS_KEY_ID")
             .or_else(|| profile_key(config, "aws_access_key_id"))
