@@ -22,7 +22,7 @@ use crate::ceph::{IMAGE, admin};
 pub struct Fio;
 
 /// `with:` of a `fio` stage.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// fio ioengine.
@@ -187,6 +187,10 @@ impl TypedStage for Fio {
         }
     }
 
+    fn sync_start(&self) -> bool {
+        true
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
         let engine = config.engine;
@@ -220,6 +224,11 @@ impl TypedStage for Fio {
     }
 
     fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
+        let mut config = config.clone();
+        if !crate::ceph::only_here(ctx.targets) {
+            config.image_prefix.push_str("-<host>");
+        }
+        let config = &config;
         let clients = config.clients;
         let mut actions = Vec::new();
         for c in 0..clients {
@@ -246,12 +255,20 @@ impl TypedStage for Fio {
     }
 
     fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        // Several hosts at once: rbd images of their own.
+        let mut config = config.clone();
+        config.image_prefix =
+            crate::ceph::per_host_name(&config.image_prefix, &ctx.host, &ctx.targets);
+        let config = &config;
         let clients: Vec<Client> = prepare_clients(config, ctx)?;
         let timeout = config.command_timeout.0;
+        // Every client of every host at one instant (`sync_start`).
+        let start_at = ctx.start_together()?;
         let commands: Vec<(String, CommandSpec)> = clients
             .iter()
             .map(|c| {
                 let mut spec = CommandSpec::new(c.argv.clone()).timeout(timeout);
+                spec.start_at = start_at;
                 if let Some(conf) = &ctx.ceph.conf {
                     spec = spec.env("CEPH_CONF", conf); // the rbd engine reads it
                 }

@@ -145,6 +145,15 @@ enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// The load generator on a client host: started by the runner over SSH
+    /// for `s3-bench`/`swift-bench` on `on:` hosts; reads its job on stdin
+    /// and speaks the worker protocol (docs/worker-protocol.md) on stdout.
+    #[command(hide = true)]
+    Worker {
+        /// What the worker is for (`INSTANCE@HOST`): names it in `ps`.
+        #[arg(long = "for")]
+        for_: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -217,7 +226,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(
         cli.command,
-        Command::Run { .. } | Command::Cleanup { .. } | Command::Sandbox { .. }
+        Command::Run { .. }
+            | Command::Cleanup { .. }
+            | Command::Sandbox { .. }
+            // A worker whose runner is gone still removes what it wrote.
+            | Command::Worker { .. }
     ) {
         quiet_broken_pipe();
     }
@@ -280,6 +293,13 @@ fn main() -> ExitCode {
         } => registry_commands::pull(&reference),
         Command::Schema { results } => commands::schema(results),
         Command::Parse { format, file } => commands::parse(&format, &file),
+        Command::Worker { for_: _ } => {
+            let code = pipeline_native::objgw::worker::serve(
+                Box::new(std::io::stdin()),
+                Box::new(std::io::stdout()),
+            );
+            return ExitCode::from(code as u8);
+        }
         Command::Sandbox { command } => match command {
             SandboxCommand::Up {
                 dir,

@@ -206,6 +206,58 @@ fn assert_rates_positive(case: &str, results: &Value) {
     }
 }
 
+/// Hosts started together (`sync_start`, the `sync-start*` cases): every
+/// host has its actual start against the earliest and its clock offset,
+/// the spread is within a generous sanity bound (both hosts are this
+/// machine), a note says when and how close, and the tools' stderr files
+/// hold what the tools printed, not the remote shell's start report.
+fn assert_started_together(case: &str, results: &Value, run_dir: &Path) {
+    let stage = results["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["status"] == "succeeded")
+        .unwrap_or_else(|| panic!("{case}: no stage succeeded"));
+    let value = |name: &str, host: &str| {
+        stage["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name && m["labels"]["host"] == host)
+            .and_then(|m| m["value"].as_f64())
+            .unwrap_or_else(|| panic!("{case}: no {name}{{host={host}}}: {:#}", stage["metrics"]))
+    };
+    let spread = value("start_spread_ms", "all");
+    assert!(
+        (0.0..1000.0).contains(&spread),
+        "{case}: spread {spread} ms"
+    );
+    for host in ["node1", "node2"] {
+        let after = value("start_offset_ms", host);
+        assert!((0.0..=spread).contains(&after), "{case}: {host} {after} ms");
+        assert!(
+            value("clock_offset_ms", host).abs() < 1000.0,
+            "{case}: {host}"
+        );
+    }
+    let notes: Vec<&str> = stage["notes"]
+        .as_array()
+        .map(|n| n.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        notes.iter().any(|n| n.starts_with("started together at ")
+            && n.contains(" UTC: spread ")
+            && n.contains(" ms over 2 hosts; clock offsets node1 ")
+            && n.contains(", node2 ")),
+        "{case}: {notes:?}"
+    );
+    for command in stage["commands"].as_array().unwrap() {
+        let stderr = run_dir.join(command["stderr"].as_str().unwrap());
+        let text = std::fs::read_to_string(&stderr).unwrap();
+        assert!(!text.contains("@@pipeline-remote"), "{case}: {text}");
+    }
+}
+
 /// Runs one case; returns its normalized shape.
 fn run_case(case: &Path) -> Value {
     let name = case.file_stem().unwrap().to_string_lossy().to_string();
@@ -261,6 +313,9 @@ fn run_case(case: &Path) -> Value {
     let shape = match &results {
         Some(r) => {
             assert_rates_positive(&name, r);
+            if name.starts_with("sync-start") {
+                assert_started_together(&name, r, &run_dir);
+            }
             json!({
                 "exit_code": code,
                 "status": r["status"],
@@ -392,6 +447,7 @@ fn multi_host_example_runs() {
         [
             ("drop-caches", "succeeded"),
             ("disk", "succeeded"),
+            ("disks-together", "succeeded"),
             ("network", "succeeded")
         ]
     );
@@ -407,6 +463,9 @@ fn multi_host_example_runs() {
         "bandwidth",
         &[("host", "node1"), ("test", "dd-write")]
     ));
+    // Both hosts' fio started at one instant (`sync_start`).
+    assert!(has("disks-together", "start_spread_ms", &[("host", "all")]));
+    assert!(has("disks-together", "write_iops", &[("host", "all")]));
     assert!(has(
         "disk",
         "read_iops",

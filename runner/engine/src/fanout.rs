@@ -5,7 +5,9 @@
 //! of rates only when all hosts ran at once (one batch), maxima, minima,
 //! (weighted) means, and percentiles taken from the hosts' merged histograms
 //! (also kept, labelled `host=all`). A metric whose rule is `none` gets no
-//! `host=all` figure.
+//! `host=all` figure. Hosts started together (`sync_start`) also get how
+//! close together they started
+//! ([`pipeline_stage_api::start_report::add_start_report`]).
 
 use pipeline_model::combine::{Parts, combine};
 
@@ -48,38 +50,11 @@ pub fn merge(
     for (host, result) in results {
         match result {
             Ok(output) => {
-                merged.metrics.extend(
-                    output
-                        .metrics
-                        .into_iter()
-                        .map(|m| m.label("host", host.name.clone())),
-                );
-                merged.notes.extend(
-                    output
-                        .notes
-                        .into_iter()
-                        .map(|n| format!("{}: {n}", host.name)),
-                );
-                merged.histograms.extend(
-                    output
-                        .histograms
-                        .into_iter()
-                        .map(|h| h.label("host", host.name.clone())),
-                );
-                for mut s in output.series {
-                    s.labels.insert("host".into(), host.name.clone());
-                    s.name = format!("{}-{}", s.name, host.name);
-                    merged.series.push(s);
+                let mut part = output.for_host(&host.name);
+                if let Some(reason) = part.skipped.take() {
+                    skipped.push(reason);
                 }
-                for (k, v) in output.outputs {
-                    merged.outputs.entry(k).or_insert(v);
-                }
-                for (k, v) in output.environment {
-                    merged.environment.insert(format!("{k} ({})", host.name), v);
-                }
-                if let Some(reason) = output.skipped {
-                    skipped.push(format!("{}: {reason}", host.name));
-                }
+                merged.merge_from(part);
             }
             Err(StageError::Cancelled) => cancelled = true,
             Err(e) => failures.push(format!("{}: {e}", host.name)),
@@ -116,23 +91,6 @@ fn add_host_all(merged: &mut StageOutput, hosts: usize, batches: Batches) {
         at_least: 2,
     };
     let all = combine(&merged.metrics, &merged.histograms, parts);
-    // The host=all figure is the headline; where there is none (rates of
-    // hosts in sequential batches), the hosts' own figures stay headlines.
-    for m in merged.metrics.iter_mut() {
-        let has_all = all.metrics.iter().any(|a| {
-            a.name == m.name
-                && a.unit == m.unit
-                && a.labels
-                    .iter()
-                    .all(|(k, v)| k == "host" || m.labels.get(k) == Some(v))
-                && a.labels.len() == m.labels.len()
-        });
-        if has_all {
-            m.headline = false;
-        }
-    }
-    merged.metrics.extend(all.metrics);
-    merged.histograms.extend(all.histograms);
     if !all.unsummed.is_empty() {
         merged.notes.push(format!(
             "the {hosts} hosts ran in {} sequential batches of `parallel: {}`, so rates were \
@@ -142,11 +100,9 @@ fn add_host_all(merged: &mut StageOutput, hosts: usize, batches: Batches) {
             all.unsummed.join(", ")
         ));
     }
-    for problem in all.problems {
-        merged
-            .notes
-            .push(format!("no host=all figure for {problem}"));
-    }
+    // The host=all figure is the headline; where there is none (rates of
+    // hosts in sequential batches), the hosts' own figures stay headlines.
+    merged.absorb_host_all(all);
 }
 
 #[cfg(test)]

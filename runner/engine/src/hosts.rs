@@ -54,6 +54,11 @@ pub struct SshConfig {
     /// Extra `-o` options, e.g. `[Ciphers=aes128-gcm@openssh.com]`.
     #[serde(default)]
     pub options: Vec<String>,
+    /// Path of a `pipeline` binary on every host, for stages that run a
+    /// worker there (default: the runner copies its own binary, checked by
+    /// sha256, into `~/.cache/pipeline/bin` on the host).
+    #[serde(default)]
+    pub pipeline: Option<String>,
 }
 
 /// One host in the inventory.
@@ -68,6 +73,9 @@ pub struct HostConfig {
     pub port: Option<u16>,
     #[serde(default)]
     pub key: Option<String>,
+    /// Path of a `pipeline` binary on this host (Ansible: `pipeline_path`).
+    #[serde(default)]
+    pub pipeline: Option<String>,
 }
 
 /// The resolved inventory: hosts by name, groups of names.
@@ -388,6 +396,7 @@ fn apply_ansible_var(host: &mut HostConfig, key: &str, value: &str) -> Result<()
             })?)
         }
         "ansible_ssh_private_key_file" => host.key = Some(value.into()),
+        "pipeline_path" => host.pipeline = Some(value.into()),
         _ => {} // other Ansible variables do not concern us
     }
     Ok(())

@@ -25,6 +25,7 @@ pub mod report;
 pub mod results;
 pub mod run_lock;
 pub mod runner;
+pub mod sync_start;
 pub mod template;
 pub mod terminal;
 

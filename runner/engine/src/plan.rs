@@ -67,6 +67,8 @@ pub struct PlannedStage {
     pub targets: Vec<crate::hosts::Host>,
     /// At most this many hosts at once.
     pub parallel: usize,
+    /// `sync_start`: the hosts start their measured command at one instant.
+    pub sync_start: bool,
     /// Runs of each instance (`repeat:`, at least 1), and the pause between them.
     pub repeat: u32,
     pub repeat_pause: Duration,
@@ -255,7 +257,9 @@ impl Plan {
                 }
                 if !(s.targets.len() == 1 && s.targets[0].is_local()) {
                     let hosts: Vec<String> = s.targets.iter().map(|h| h.describe()).collect();
-                    let how = if s.fans_out() {
+                    let how = if s.fans_out() && s.sync_start {
+                        format!("once per host, {} at a time, started together", s.parallel)
+                    } else if s.fans_out() {
                         format!("once per host, {} at a time", s.parallel)
                     } else {
                         "orchestrated by the stage".into()
@@ -280,6 +284,7 @@ impl Plan {
                         let pctx = PlanContext {
                             instance_id: &s.instance_id,
                             ceph: &self.ceph,
+                            targets: &s.targets,
                         };
                         for action in s.plugin.stage.plan(&params, &pctx) {
                             let mark = if action.destructive {

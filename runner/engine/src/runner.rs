@@ -743,6 +743,8 @@ struct HostRun {
     commands: Vec<CommandRecord>,
     artifacts: Vec<Artifact>,
     ledger: Vec<Resource>,
+    /// With `sync_start`: when its measured command did start, in its clock.
+    started: Option<std::time::SystemTime>,
 }
 
 impl HostRun {
@@ -753,6 +755,7 @@ impl HostRun {
             commands: Vec::new(),
             artifacts: Vec::new(),
             ledger: Vec::new(),
+            started: None,
         }
     }
 }
@@ -760,7 +763,12 @@ impl HostRun {
 impl HostJob<'_> {
     /// A stage that runs once, on this machine (it may reach other hosts itself).
     fn run_here(&self, work_dir: &Path, ledger: &mut Vec<Resource>) -> Ran {
-        let run = self.run(crate::hosts::Host::local(), work_dir.to_path_buf(), ledger);
+        let run = self.run(
+            crate::hosts::Host::local(),
+            work_dir.to_path_buf(),
+            ledger,
+            None,
+        );
         Ran {
             outcome: run.outcome,
             commands: run.commands,
@@ -769,12 +777,31 @@ impl HostJob<'_> {
     }
 
     /// Once per host, at most `parallel` at a time; each host gets its own
-    /// work folder and a copy of the ledger, merged back after.
+    /// work folder and a copy of the ledger, merged back after. With
+    /// `sync_start`, every host gets a seat at one start barrier (all hosts
+    /// run in one batch: the plan was checked for it).
     fn run_on_each_host(&self, work_dir: &Path, ledger: &mut Vec<Resource>) -> Ran {
         let stage = self.stage;
+        let (barrier, seats) = match stage
+            .sync_start
+            .then(|| crate::sync_start::prepare(&stage.targets))
+            .transpose()
+        {
+            Ok(Some((barrier, seats))) => (Some(barrier), seats),
+            Ok(None) => (None, Vec::new()),
+            Err(e) => {
+                return Ran {
+                    outcome: Err(e),
+                    commands: Vec::new(),
+                    artifacts: Vec::new(),
+                };
+            }
+        };
+        let mut seats = seats.into_iter();
         let mut results = Vec::new();
         let mut commands = Vec::new();
         let mut artifacts = Vec::new();
+        let mut started = Vec::new();
         for chunk in stage.targets.chunks(stage.parallel.max(1)) {
             let before = ledger.clone();
             let runs: Vec<HostRun> = std::thread::scope(|scope| {
@@ -783,7 +810,8 @@ impl HostJob<'_> {
                     .map(|host| {
                         let mut ledger = before.clone();
                         let host_dir = work_dir.join(sanitize(&host.name));
-                        scope.spawn(move || self.run(host.clone(), host_dir, &mut ledger))
+                        let seat = seats.next();
+                        scope.spawn(move || self.run(host.clone(), host_dir, &mut ledger, seat))
                     })
                     .collect();
                 handles
@@ -796,22 +824,32 @@ impl HostJob<'_> {
                 merge_ledger(ledger, &before, run.ledger);
                 commands.extend(run.commands);
                 artifacts.extend(run.artifacts);
+                started.push(run.started);
                 results.push((run.host, run.outcome));
             }
         }
         let batches = crate::fanout::Batches::new(stage.targets.len(), stage.parallel);
+        let mut outcome = crate::fanout::merge(results, batches);
+        if let (Ok(output), Some(report)) = (
+            &mut outcome,
+            barrier.and_then(|b| crate::sync_start::report(&b, &started)),
+        ) {
+            pipeline_stage_api::start_report::add_start_report(output, &report);
+        }
         Ran {
-            outcome: crate::fanout::merge(results, batches),
+            outcome,
             commands,
             artifacts,
         }
     }
 
+    /// One host's run; with a seat at the stage's start barrier (`sync_start`).
     fn run(
         &self,
         host: crate::hosts::Host,
         work_dir: PathBuf,
         ledger: &mut Vec<Resource>,
+        seat: Option<pipeline_stage_api::start_barrier::StartSeat>,
     ) -> HostRun {
         let stage = self.stage;
         let mut ctx = StageContext::new(ContextParts {
@@ -830,6 +868,9 @@ impl HostJob<'_> {
             host: host.clone(),
             targets: stage.targets.clone(),
         });
+        if let Some(seat) = seat {
+            ctx.join_start_barrier(seat);
+        }
         let outcome: Result<StageOutput, StageError> = match std::fs::create_dir_all(&work_dir) {
             Err(e) => Err(StageError::io(
                 format!("creating {}", work_dir.display()),
@@ -850,6 +891,9 @@ impl HostJob<'_> {
                 )))
             }),
         };
+        let started = ctx.synchronized_start();
+        // Its seat goes with the context: hosts still waiting for this one
+        // learn now that it will not come.
         let (commands, artifacts) = ctx.into_records();
         HostRun {
             host,
@@ -857,6 +901,7 @@ impl HostJob<'_> {
             commands,
             artifacts,
             ledger: ledger.clone(),
+            started,
         }
     }
 }

@@ -135,6 +135,7 @@ fn all(m: &Metric, over: &str, count: Option<usize>) -> Metric {
     m.combined = count.map(|count| Combined {
         over: over.to_string(),
         count,
+        window_s: None,
     });
     m
 }

@@ -62,7 +62,7 @@ pub struct Metric {
 }
 
 /// What a combined figure was computed from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Combined {
     /// The label that told the parts apart (`host`, `client`, `job`); the
@@ -70,6 +70,11 @@ pub struct Combined {
     pub over: String,
     /// How many parts' values it combined.
     pub count: usize,
+    /// A sum of rates over only the window in which every part was
+    /// measuring, this many seconds (object-gateway load from several
+    /// client hosts); absent: over each part's own measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_s: Option<f64>,
 }
 
 /// One measured figure, as results.json stores it.
@@ -145,7 +150,11 @@ impl Metric {
     /// For a combined figure: how it was computed, e.g. `sum of 2 hosts`.
     pub fn combination(&self) -> Option<String> {
         let c = self.combined.as_ref()?;
-        Some(self.aggregate.describe(&c.over, c.count))
+        let rule = self.aggregate.describe(&c.over, c.count);
+        Some(match c.window_s {
+            Some(s) => format!("{rule} over the {s:.2} s all of them measured in"),
+            None => rule,
+        })
     }
 
     /// Adds a label (builder style).

@@ -4,7 +4,7 @@
 //! only those).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::cancel::CancelToken;
 use crate::ceph::CephConnection;
@@ -13,6 +13,7 @@ use crate::hosts::{self, Host};
 use crate::safe_fs;
 use crate::secrets::Redactor;
 use crate::stage::StageError;
+use crate::start_barrier::{StartError, StartSeat};
 pub use pipeline_model::{Artifact, CommandRecord, Resource};
 
 /// A command started with [`StageContext::spawn_on`].
@@ -20,6 +21,28 @@ pub use pipeline_model::{Artifact, CommandRecord, Resource};
 pub struct Background {
     running: exec::Running,
     launched: Launched,
+}
+
+impl Background {
+    /// The write end of its stdin (started with [`exec::Stdin::Pipe`]).
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.running.take_stdin()
+    }
+
+    /// Whether it has exited (it is recorded when waited for or stopped).
+    pub fn has_exited(&self) -> bool {
+        self.running.has_exited()
+    }
+
+    /// The file its stdout goes to (read while it runs: a worker's stream).
+    pub fn stdout_path(&self) -> &Path {
+        self.running.stdout_path()
+    }
+
+    /// The host it runs on.
+    pub fn host(&self) -> &Host {
+        &self.launched.host
+    }
 }
 
 /// What a started command is: enough to record and judge it when it ends.
@@ -40,6 +63,10 @@ pub struct CommandOutput {
     pub elapsed: Duration,
     /// The CPU it used (see `CommandRecord::cpu_user_s`); `None` when unknown.
     pub cpu: Option<CpuTime>,
+    /// Started at an instant ([`CommandSpec::start_at`]): when the program
+    /// did start, in the clock of the host it ran on; `None` otherwise, or
+    /// when the far side did not report it.
+    pub started_at: Option<SystemTime>,
 }
 
 impl CommandOutput {
@@ -87,6 +114,11 @@ pub struct StageContext<'a> {
     /// Bytes of each output file read back into [`CommandOutput`]; `None`:
     /// all of it (see [`limit_read_back`](StageContext::limit_read_back)).
     pub(crate) read_back: Option<u64>,
+    /// This host's place at the stage's start barrier (`sync_start`).
+    pub(crate) start_seat: Option<StartSeat>,
+    /// The earliest actual start of the commands started at the
+    /// synchronized instant, in this host's clock.
+    pub(crate) synchronized_start: Option<SystemTime>,
 }
 
 /// What the engine hands a stage instance when it starts it.
@@ -129,7 +161,17 @@ impl<'a> StageContext<'a> {
             artifacts: Vec::new(),
             redactor: parts.redactor,
             read_back: None,
+            start_seat: None,
+            synchronized_start: None,
         }
+    }
+
+    /// Makes this host's run one of the hosts that start together
+    /// (`sync_start`): see [`start_together`](StageContext::start_together).
+    /// Dropped with the context, the seat tells the other hosts that this
+    /// one will not come.
+    pub fn join_start_barrier(&mut self, seat: StartSeat) {
+        self.start_seat = Some(seat);
     }
 
     /// The commands run and the artifacts written, for the stage's record.
@@ -154,6 +196,32 @@ impl StageContext<'_> {
 
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Call right before the measured command. With `sync_start`: waits
+    /// until every host of the stage is here too, then gives the instant
+    /// to start it at, in this host's clock: set it as the command's
+    /// [`start_at`](CommandSpec::start_at). Otherwise `None`, at once.
+    /// Fails when another host failed first, the stage's time ran out, or
+    /// the run was interrupted.
+    pub fn start_together(&mut self) -> Result<Option<SystemTime>, StageError> {
+        let (cancel, deadline, progress) = (self.cancel.clone(), self.deadline, self.progress);
+        let Some(seat) = self.start_seat.as_mut() else {
+            return Ok(None);
+        };
+        progress("waiting for the other hosts, to start together");
+        match seat.wait(&cancel, deadline) {
+            Ok(at) => Ok(Some(at)),
+            Err(StartError::Cancelled) => Err(StageError::Cancelled),
+            Err(e) => Err(StageError::failed(e.to_string())),
+        }
+    }
+
+    /// When this host's measured command started at the synchronized
+    /// instant did start (the earliest, when there were several), in this
+    /// host's clock.
+    pub fn synchronized_start(&self) -> Option<SystemTime> {
+        self.synchronized_start
     }
 
     /// When the stage's time is up (its `timeout`), if it has one.
@@ -251,8 +319,13 @@ impl StageContext<'_> {
         exec::check_env_names(spec).map_err(|e| StageError::failed(format!("{shown}: {e}")))?;
         let remote_limit = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let wrapped = host.wrap(spec, remote_limit.or(spec.timeout));
-        let running = exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, deadline)
-            .map_err(|e| StageError::failed(format!("{shown}: {e}")))?;
+        let running =
+            exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, deadline, &self.cancel)
+                .map_err(|e| match e.kind() {
+                    // Ctrl-C while it waited for its start instant.
+                    std::io::ErrorKind::Interrupted => StageError::Cancelled,
+                    _ => StageError::failed(format!("{shown}: {e}")),
+                })?;
         self.pending += 1;
         Ok(Background {
             running,
@@ -420,6 +493,7 @@ impl StageContext<'_> {
         } else {
             hosts::take_cpu_report(&finished.stderr_path)
         };
+        let started_at = self.actual_start(launched, &finished);
         self.commands.push(CommandRecord {
             command: launched.shown.clone(),
             exit: finished.exit.to_string(),
@@ -457,7 +531,27 @@ impl StageContext<'_> {
             stderr: read(&finished.stderr_path),
             elapsed: finished.elapsed,
             cpu,
+            started_at,
         }
+    }
+
+    /// When a command started at an instant did start: this machine's
+    /// spawn, or what the far side reported (removed from its stderr file).
+    /// The earliest is the host's synchronized start.
+    fn actual_start(
+        &mut self,
+        launched: &Launched,
+        finished: &exec::Finished,
+    ) -> Option<SystemTime> {
+        launched.spec.start_at?;
+        let started = if launched.host.is_local() {
+            Some(finished.started_at)
+        } else {
+            hosts::take_start_report(&finished.stderr_path)
+        }?;
+        let earliest = self.synchronized_start.map_or(started, |s| s.min(started));
+        self.synchronized_start = Some(earliest);
+        Some(started)
     }
 
     /// Like [`run`](Self::run), but a non-zero exit is a `CommandFailed` error.
@@ -765,6 +859,55 @@ mod tests {
             &out.stdout[1000..]
         );
         assert!(out.stdout.len() < 1200);
+    }
+
+    fn seats(names: &[&str]) -> Vec<StartSeat> {
+        let hosts = names
+            .iter()
+            .map(|name| crate::start_barrier::BarrierHost {
+                name: name.to_string(),
+                offset: crate::clock::Offset {
+                    offset_ns: 0,
+                    round_trip_ns: 0,
+                    samples: 0,
+                },
+            })
+            .collect();
+        crate::start_barrier::StartBarrier::new(hosts, Duration::from_millis(100)).1
+    }
+
+    #[test]
+    fn a_command_started_together_records_when_it_started() {
+        let seat = seats(&["local"]).pop().unwrap();
+        with_context("together", None, |ctx| {
+            // Not one of several hosts: at once.
+            assert_eq!(ctx.start_together().unwrap(), None);
+            ctx.join_start_barrier(seat);
+            let at = ctx.start_together().unwrap().expect("a start instant");
+            let mut spec = sh("echo tool >&2");
+            spec.start_at = Some(at);
+            let out = ctx.run("tool", &spec).unwrap();
+            let started = out.started_at.expect("the actual start");
+            assert!(started >= at, "{started:?} before {at:?}");
+            assert_eq!(out.stderr, "tool\n");
+            assert_eq!(ctx.synchronized_start(), Some(started));
+            // Commands without a start instant leave it alone.
+            let out = ctx.run("other", &sh("true")).unwrap();
+            assert_eq!(out.started_at, None);
+            assert_eq!(ctx.synchronized_start(), Some(started));
+        });
+    }
+
+    #[test]
+    fn a_host_whose_partner_ended_first_is_told_which_one() {
+        let mut seats = seats(&["node1", "node2"]);
+        drop(seats.pop());
+        let seat = seats.pop().unwrap();
+        let err = with_context("partner-failed", None, |ctx| {
+            ctx.join_start_barrier(seat);
+            ctx.start_together().unwrap_err().to_string()
+        });
+        assert_eq!(err, "host node2 failed before the synchronized start");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::cancel::CancelToken;
 
@@ -22,6 +22,23 @@ pub struct CommandSpec {
     pub cwd: Option<PathBuf>,
     /// Limit for this call; the stage's own deadline also applies.
     pub timeout: Option<Duration>,
+    /// What the command reads on stdin.
+    pub stdin: Stdin,
+    /// Start the program at this instant of the wall clock of the host it
+    /// runs on (hosts started together: `sync_start`); `None`: at once.
+    pub start_at: Option<std::time::SystemTime>,
+}
+
+/// A command's standard input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Stdin {
+    /// `/dev/null`.
+    #[default]
+    Null,
+    /// This file of this machine (over SSH: sent to the far side).
+    File(PathBuf),
+    /// A pipe the caller writes to ([`Running::take_stdin`]).
+    Pipe,
 }
 
 /// The environment a command starts from.
@@ -74,7 +91,14 @@ impl CommandSpec {
             environment: Environment::Inherited,
             cwd: None,
             timeout: None,
+            stdin: Stdin::Null,
+            start_at: None,
         }
+    }
+
+    pub fn stdin(mut self, stdin: Stdin) -> Self {
+        self.stdin = stdin;
+        self
     }
 
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -153,6 +177,9 @@ pub struct Finished {
     pub timed_out_by: Option<TimeLimit>,
     pub stdout_path: PathBuf,
     pub stderr_path: PathBuf,
+    /// When this machine started the program (over SSH: the ssh client;
+    /// the far side reports its own start, see `hosts::take_start_report`).
+    pub started_at: SystemTime,
 }
 
 /// Runs `spec`, writing stdout and stderr to the given files. Returns when the
@@ -164,7 +191,7 @@ pub fn run_to_files(
     deadline: Option<Instant>,
     cancel: &CancelToken,
 ) -> std::io::Result<Finished> {
-    spawn_to_files(spec, stdout_path, stderr_path, deadline)?.wait(cancel)
+    spawn_to_files(spec, stdout_path, stderr_path, deadline, cancel)?.wait(cancel)
 }
 
 /// A started command (e.g. a server another command will talk to).
@@ -175,20 +202,28 @@ pub fn run_to_files(
 pub struct Running {
     pid: i32,
     started: Instant,
+    /// `started` in the wall clock.
+    started_at: SystemTime,
     /// The earlier of the call's own limit and the deadline it runs under.
     deadline: Option<Instant>,
     /// Which of the two `deadline` is.
     limit: Option<TimeLimit>,
     stdout_path: PathBuf,
     stderr_path: PathBuf,
+    /// The write end of its stdin, with [`Stdin::Pipe`], until taken.
+    stdin: Option<std::process::ChildStdin>,
 }
 
-/// Starts `spec` in its own process group with output going to the files.
+/// Starts `spec` in its own process group with output going to the files;
+/// with [`start_at`](CommandSpec::start_at), not before that instant (an
+/// `Interrupted` error when `cancel` fires first, `TimedOut` when the
+/// deadline comes first).
 pub fn spawn_to_files(
     spec: &CommandSpec,
     stdout_path: &Path,
     stderr_path: &Path,
     deadline: Option<Instant>,
+    cancel: &CancelToken,
 ) -> std::io::Result<Running> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(std::io::Error::new(
@@ -209,9 +244,19 @@ pub fn spawn_to_files(
             }
         }
     }
+    let stdin = match &spec.stdin {
+        Stdin::Null => Stdio::null(),
+        Stdin::Pipe => Stdio::piped(),
+        // A file the stage itself names (the runner's own binary, sent to
+        // a host): not one from a command's output, so links are followed.
+        Stdin::File(path) => Stdio::from(
+            std::fs::File::open(path)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
+        ),
+    };
     command
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(stdout)
         .stderr(stderr)
         // Own process group: a timeout or Ctrl-C kills the tool and its children,
@@ -224,8 +269,12 @@ pub fn spawn_to_files(
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
     }
+    if let Some(at) = spec.start_at {
+        wait_until(at, deadline, cancel)?;
+    }
     let started = Instant::now();
-    let child = command
+    let started_at = SystemTime::now();
+    let mut child = command
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start `{program}`: {e}")))?;
     let call_deadline = spec.timeout.map(|t| (started + t, TimeLimit::Command(t)));
@@ -237,11 +286,42 @@ pub fn spawn_to_files(
     Ok(Running {
         pid: child.id() as i32,
         started,
+        started_at,
         deadline: first.map(|(at, _)| at),
         limit: first.map(|(_, limit)| limit),
         stdout_path: stdout_path.to_path_buf(),
         stderr_path: stderr_path.to_path_buf(),
+        stdin: child.stdin.take(),
     })
+}
+
+/// Sleeps until the wall clock reads `at`, unless cancelled or past the
+/// deadline first. The last stretch is one sleep, so the start is as close
+/// to `at` as the scheduler allows.
+fn wait_until(
+    at: SystemTime,
+    deadline: Option<Instant>,
+    cancel: &CancelToken,
+) -> std::io::Result<()> {
+    const POLL: Duration = Duration::from_millis(20);
+    loop {
+        let Ok(left) = at.duration_since(SystemTime::now()) else {
+            return Ok(());
+        };
+        if cancel.is_cancelled() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "cancelled before its synchronized start",
+            ));
+        }
+        if deadline.is_some_and(|d| Instant::now() + left >= d) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the stage's deadline comes before its synchronized start",
+            ));
+        }
+        std::thread::sleep(left.min(POLL));
+    }
 }
 
 /// The command gets SIGKILL when the thread that started it ends, which
@@ -270,6 +350,22 @@ fn die_with_the_runner(command: &mut Command) {
 }
 
 impl Running {
+    /// The write end of the command's stdin (started with [`Stdin::Pipe`]);
+    /// dropping it closes the command's stdin.
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// Whether the command has exited (it is reaped later by `wait` or `kill`).
+    pub fn has_exited(&self) -> bool {
+        exited(self.pid).unwrap_or(true)
+    }
+
+    /// Where its stdout goes.
+    pub fn stdout_path(&self) -> &Path {
+        &self.stdout_path
+    }
+
     /// Waits for the command to exit, its deadline, or cancellation.
     pub fn wait(self, cancel: &CancelToken) -> std::io::Result<Finished> {
         // Poll quickly at first (most commands are short), then every 20 ms.
@@ -318,6 +414,7 @@ impl Running {
             timed_out_by: None,
             stdout_path: self.stdout_path.clone(),
             stderr_path: self.stderr_path.clone(),
+            started_at: self.started_at,
         }
     }
 }
@@ -631,12 +728,65 @@ mod tests {
             &tmp("e.out"),
             &tmp("e.err"),
             None,
+            &token,
         )
         .unwrap();
         source.request();
         let f = running.wait(&token).unwrap();
         assert_eq!(f.exit, Exit::Cancelled);
         assert!(f.cpu.is_some());
+    }
+
+    #[test]
+    fn a_command_with_a_start_instant_starts_then_not_before() {
+        let at = SystemTime::now() + Duration::from_millis(300);
+        let mut spec = CommandSpec::new(vec!["true".into()]);
+        spec.start_at = Some(at);
+        let f = run_to_files(
+            &spec,
+            &tmp("at.out"),
+            &tmp("at.err"),
+            None,
+            &CancelToken::default(),
+        )
+        .unwrap();
+        assert_eq!(f.exit, Exit::Code(0));
+        assert!(f.started_at >= at, "{:?} before {at:?}", f.started_at);
+        // A generous bound: only that it did not wait for something else.
+        assert!(
+            f.started_at.duration_since(at).unwrap() < Duration::from_secs(5),
+            "{:?}",
+            f.started_at
+        );
+    }
+
+    #[test]
+    fn waiting_for_the_start_ends_with_cancellation_or_the_deadline() {
+        let mut spec = CommandSpec::new(vec!["true".into()]);
+        spec.start_at = Some(SystemTime::now() + Duration::from_secs(60));
+        let source = std::sync::Arc::new(crate::cancel::CancelSource::default());
+        let token = source.token();
+        let waiting = std::thread::scope(|scope| {
+            let spawn = scope.spawn(|| {
+                spawn_to_files(&spec, &tmp("w.out"), &tmp("w.err"), None, &token).map(|_| ())
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            source.request();
+            spawn.join().unwrap()
+        });
+        assert_eq!(waiting.unwrap_err().kind(), std::io::ErrorKind::Interrupted);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let err = spawn_to_files(
+            &spec,
+            &tmp("w.out"),
+            &tmp("w.err"),
+            Some(deadline),
+            &CancelToken::default(),
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert!(err.to_string().contains("deadline"), "{err}");
     }
 
     #[test]

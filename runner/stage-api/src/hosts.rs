@@ -36,6 +36,10 @@ pub struct Host {
     pub strict: StrictHostKeyChecking,
     pub connect_timeout: u32,
     pub options: Vec<String>,
+    /// A `pipeline` binary already on the host, for the stages that run a
+    /// worker there (`s3-bench`, `swift-bench` on `on:` hosts); `None`: the
+    /// runner copies its own into the host's per-user cache.
+    pub pipeline: Option<String>,
 }
 
 impl Host {
@@ -50,6 +54,7 @@ impl Host {
             strict: StrictHostKeyChecking::Yes,
             connect_timeout: 10,
             options: Vec::new(),
+            pipeline: None,
         }
     }
 
@@ -130,6 +135,9 @@ impl Host {
     /// remote side kill the command too (`timeout`): killing the local ssh
     /// client alone would leave it running there. The far side appends the
     /// CPU its command used to stderr; [`take_cpu_report`] removes it again.
+    /// With [`start_at`](CommandSpec::start_at) (an instant of the host's
+    /// clock) the far side sleeps until then and writes its actual start to
+    /// stderr before it starts the program; [`take_start_report`] removes it.
     pub fn wrap(&self, spec: &CommandSpec, remote_limit: Option<Duration>) -> CommandSpec {
         if self.is_local() {
             return spec.clone();
@@ -162,11 +170,17 @@ impl Host {
         );
         words.extend(spec.argv.iter().map(|a| shell_quote(a)));
         let mut line = format!("exec {}", words.join(" "));
+        if spec.start_at.is_some() {
+            line = format!("{} && {line}", report_start());
+        }
         if let Some(cwd) = &spec.cwd {
             line = format!(
                 "cd {} && {line}",
                 crate::exec::shell_quote(&cwd.display().to_string())
             );
+        }
+        if let Some(at) = spec.start_at {
+            line = format!("{}; {line}", sleep_until(at));
         }
         let mut argv = self.ssh_argv();
         argv.push(with_cpu_report(&line));
@@ -176,6 +190,10 @@ impl Host {
             environment: Environment::Inherited,
             cwd: None,
             timeout: spec.timeout,
+            // ssh hands its stdin to the remote command.
+            stdin: spec.stdin.clone(),
+            // The far side waits for it (this machine starts ssh at once).
+            start_at: None,
         }
     }
 
@@ -243,6 +261,28 @@ impl Host {
 /// The line before a remote command's CPU report on its stderr.
 const CPU_REPORT_MARKER: &str = "@@pipeline-remote-cpu@@";
 
+/// The start of the line a remote command started at an instant writes to
+/// its stderr right before the program starts, followed by the host's
+/// clock then (ns since the Unix epoch).
+const START_MARKER: &str = "@@pipeline-remote-start@@";
+
+/// The far side's shell writes its clock to stderr, after [`START_MARKER`].
+fn report_start() -> String {
+    format!("printf '%s %s\\n' {START_MARKER} \"$(date +%s%N)\" >&2")
+}
+
+/// A POSIX shell line that sleeps until the host's clock reads `at`: the
+/// nanoseconds left by `date +%s%N` (GNU; the clock offset was measured
+/// with it already) and shell arithmetic (64-bit in dash and bash), then
+/// one fractional `sleep` (GNU coreutils). Past `at`, no sleep at all.
+fn sleep_until(at: std::time::SystemTime) -> String {
+    let at_ns = crate::clock::unix_ns(at);
+    format!(
+        "wait_ns=$(({at_ns} - $(date +%s%N))); [ \"$wait_ns\" -le 0 ] || \
+         sleep \"$((wait_ns / 1000000000)).$(printf %09d \"$((wait_ns % 1000000000))\")\""
+    )
+}
+
 /// Runs `line` (which ends in `exec`) in a subshell of `sh`, which waits
 /// for it, then appends the CPU its children used (the tool, `timeout` and
 /// whatever they waited for: the second line of the POSIX `times` builtin)
@@ -274,6 +314,41 @@ pub fn take_cpu_report(stderr_path: &Path) -> Option<CpuTime> {
     let (tool_stderr, cpu) = split_cpu_report(&text)?;
     crate::safe_fs::write(stderr_path, &tool_stderr, crate::safe_fs::Existing::Replace).ok()?;
     cpu
+}
+
+/// Removes the start report [`Host::wrap`] added to a remote command's
+/// stderr (with `start_at`), so the file holds exactly what the tool
+/// printed, and returns the instant the far side started the program, in
+/// its clock (`None`: no report, e.g. its working folder was missing).
+pub fn take_start_report(stderr_path: &Path) -> Option<std::time::SystemTime> {
+    // Never through a link the command left in the file's place.
+    let text = crate::safe_fs::read(stderr_path, u64::MAX).ok()?;
+    let (tool_stderr, started) = split_start_report(&text)?;
+    crate::safe_fs::write(stderr_path, &tool_stderr, crate::safe_fs::Existing::Replace).ok()?;
+    Some(started)
+}
+
+/// The stderr without the start report's line, and the start it gave. The
+/// first such line is the report: it is written before the program runs
+/// (ssh's own warnings may come before it).
+fn split_start_report(stderr: &[u8]) -> Option<(Vec<u8>, std::time::SystemTime)> {
+    let marker = format!("{START_MARKER} ");
+    let mut at = 0;
+    while at < stderr.len() {
+        let end = stderr[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(stderr.len(), |i| at + i + 1);
+        let line = &stderr[at..end];
+        if let Some(rest) = line.strip_prefix(marker.as_bytes()) {
+            let ns: i128 = std::str::from_utf8(rest).ok()?.trim().parse().ok()?;
+            let mut kept = stderr[..at].to_vec();
+            kept.extend_from_slice(&stderr[end..]);
+            return Some((kept, crate::clock::from_unix_ns(ns)));
+        }
+        at = end;
+    }
+    None
 }
 
 /// The stderr without the report and the CPU it gave; `None` when there is
@@ -488,6 +563,82 @@ mod tests {
         );
         assert!(parse_times(b"0m 0.10s 0m 0.02s").is_some());
         assert!(parse_times(b"garbage").is_none());
+    }
+
+    fn starting_at(mut spec: CommandSpec, at: std::time::SystemTime) -> CommandSpec {
+        spec.start_at = Some(at);
+        spec
+    }
+
+    #[test]
+    fn a_remote_start_waits_for_its_instant_and_reports_it() {
+        let at = std::time::SystemTime::now() + Duration::from_millis(300);
+        let spec = starting_at(sh("echo tool >&2; exit 4"), at);
+        let (code, stderr, cpu) = run_remote_line(&spec, Some(Duration::from_secs(60)));
+        assert_eq!(code, 4);
+        assert!(cpu.is_some());
+        let (tool_stderr, started) = split_start_report(stderr.as_bytes()).expect("a start");
+        assert_eq!(String::from_utf8(tool_stderr).unwrap(), "tool\n");
+        assert!(started >= at, "started {started:?} before {at:?}");
+        // A generous bound: it waited for the instant, not for something else.
+        assert!(
+            started.duration_since(at).unwrap() < Duration::from_secs(5),
+            "{started:?}"
+        );
+    }
+
+    #[test]
+    fn a_remote_start_already_past_starts_at_once_and_a_missing_folder_starts_nothing() {
+        let past = std::time::SystemTime::now() - Duration::from_secs(10);
+        let (code, stderr, _) = run_remote_line(&starting_at(sh("true"), past), None);
+        assert_eq!(code, 0);
+        let (tool_stderr, started) = split_start_report(stderr.as_bytes()).expect("a start");
+        assert!(tool_stderr.is_empty(), "{stderr}");
+        assert!(started > past + Duration::from_secs(5), "it did not wait");
+        // The folder is missing: no tool, no start report; cd's status stays.
+        let mut in_missing_dir = starting_at(sh("pwd"), past);
+        in_missing_dir.cwd = Some("/nonexistent-dir".into());
+        let (code, stderr, _) = run_remote_line(&in_missing_dir, None);
+        assert_eq!(code, 2);
+        assert!(split_start_report(stderr.as_bytes()).is_none(), "{stderr}");
+    }
+
+    #[test]
+    fn the_start_report_is_the_first_marked_line_and_only_it_is_removed() {
+        // ssh's own warning comes first; the tool's output after stays as it was.
+        let stderr = b"Warning: Permanently added '127.0.0.2'\n\
+            @@pipeline-remote-start@@ 1700000000123456789\n\
+            tool: @@pipeline-remote-start@@ 5\nlast, no newline";
+        let (kept, started) = split_start_report(stderr).unwrap();
+        assert_eq!(
+            String::from_utf8(kept).unwrap(),
+            "Warning: Permanently added '127.0.0.2'\ntool: @@pipeline-remote-start@@ 5\nlast, no newline"
+        );
+        assert_eq!(
+            started,
+            std::time::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789)
+        );
+        assert!(split_start_report(b"plain stderr\n").is_none());
+        assert!(split_start_report(b"@@pipeline-remote-start@@ garbage\n").is_none());
+    }
+
+    #[test]
+    fn take_start_report_rewrites_the_file() {
+        let path =
+            std::env::temp_dir().join(format!("pipeline-start-report-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            b"@@pipeline-remote-start@@ 2000000000000000000\nwarn\n",
+        )
+        .unwrap();
+        let started = take_start_report(&path).unwrap();
+        assert_eq!(
+            started,
+            std::time::UNIX_EPOCH + Duration::from_secs(2_000_000_000)
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"warn\n");
+        assert_eq!(take_start_report(&path), None);
+        let _ = std::fs::remove_file(path);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod cancel;
 pub mod ceph;
+pub mod clock;
 pub mod context;
 pub mod exec;
 pub mod finite;
@@ -20,6 +21,8 @@ pub mod registry;
 pub mod safe_fs;
 pub mod secrets;
 pub mod stage;
+pub mod start_barrier;
+pub mod start_report;
 pub mod suggest;
 pub mod typed;
 

@@ -33,6 +33,11 @@ pub struct StageDescription {
     /// labels its metrics `host=NAME`. `false`: the stage gets all targets and
     /// orchestrates them itself (iperf3: servers here, clients there).
     pub per_host: bool,
+    /// `true`: the stage calls [`StageContext::start_together`] right before
+    /// its measured command, so `sync_start: true` on a stage of several
+    /// hosts starts them all at one instant.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sync_start: bool,
     /// Programs the stage runs on its target hosts; checked before the run starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
@@ -124,6 +129,86 @@ pub struct StageOutput {
     pub skipped: Option<String>,
 }
 
+impl StageOutput {
+    /// This output as one host's part of a stage that ran on several:
+    /// metrics, histograms and series labelled `host=NAME` (series named
+    /// after it too, as the engine files series by name), notes and
+    /// environment facts prefixed with it.
+    pub fn for_host(self, host: &str) -> StageOutput {
+        StageOutput {
+            metrics: self
+                .metrics
+                .into_iter()
+                .map(|m| m.label("host", host))
+                .collect(),
+            histograms: self
+                .histograms
+                .into_iter()
+                .map(|h| h.label("host", host))
+                .collect(),
+            series: self
+                .series
+                .into_iter()
+                .map(|mut s| {
+                    s.labels.insert("host".into(), host.into());
+                    s.name = format!("{}-{host}", s.name);
+                    s
+                })
+                .collect(),
+            outputs: self.outputs,
+            environment: self
+                .environment
+                .into_iter()
+                .map(|(k, v)| (format!("{k} ({host})"), v))
+                .collect(),
+            notes: self
+                .notes
+                .into_iter()
+                .map(|n| format!("{host}: {n}"))
+                .collect(),
+            skipped: self.skipped.map(|s| format!("{host}: {s}")),
+        }
+    }
+
+    /// Adds another part's figures, notes and facts (the first value of an
+    /// output wins).
+    pub fn merge_from(&mut self, part: StageOutput) {
+        self.metrics.extend(part.metrics);
+        self.histograms.extend(part.histograms);
+        self.series.extend(part.series);
+        self.notes.extend(part.notes);
+        self.environment.extend(part.environment);
+        for (k, v) in part.outputs {
+            self.outputs.entry(k).or_insert(v);
+        }
+    }
+
+    /// Adds the `host=all` figures a [`combine`](pipeline_model::combine::combine)
+    /// over `host` computed: each becomes the headline in place of the
+    /// hosts' own (where there is none, the hosts' figures stay headlines),
+    /// and what could not be combined is noted.
+    pub fn absorb_host_all(&mut self, all: pipeline_model::combine::Combination) {
+        for m in self.metrics.iter_mut() {
+            let has_all = all.metrics.iter().any(|a| {
+                a.name == m.name
+                    && a.unit == m.unit
+                    && a.labels
+                        .iter()
+                        .all(|(k, v)| k == "host" || m.labels.get(k) == Some(v))
+                    && a.labels.len() == m.labels.len()
+            });
+            if has_all {
+                m.headline = false;
+            }
+        }
+        self.metrics.extend(all.metrics);
+        self.histograms.extend(all.histograms);
+        for problem in all.problems {
+            self.notes.push(format!("no host=all figure for {problem}"));
+        }
+    }
+}
+
 /// Why a stage failed. Messages are shown to the user as they are.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
@@ -174,6 +259,8 @@ impl StageError {
 pub struct PlanContext<'a> {
     pub instance_id: &'a str,
     pub ceph: &'a crate::ceph::CephConnection,
+    /// The hosts the stage's `on:` names (this machine by default).
+    pub targets: &'a [crate::hosts::Host],
 }
 
 /// A stage plugin.

@@ -168,6 +168,14 @@ pub trait TypedStage: Send + Sync + 'static {
 
     fn about(&self) -> About;
 
+    /// Whether the stage calls [`StageContext::start_together`] before its
+    /// measured command (see [`StageDescription::sync_start`]). A method
+    /// with a default rather than a field of [`About`], so the stages that
+    /// write out every field of theirs need no change.
+    fn sync_start(&self) -> bool {
+        false
+    }
+
     /// Checks that need more than types. Returned messages name the parameter.
     fn check(&self, _config: &Self::Config) -> Vec<(String, String)> {
         Vec::new()
@@ -254,6 +262,7 @@ impl<S: TypedStage> Stage for Typed<S> {
             metrics: about.metrics,
             capabilities: Vec::new(),
             per_host: about.per_host,
+            sync_start: self.0.sync_start(),
             requires: about.requires.into_iter().map(String::from).collect(),
         }
     }

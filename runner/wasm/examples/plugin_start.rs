@@ -72,6 +72,7 @@ fn main() {
         let ctx = PlanContext {
             instance_id: "bench",
             ceph: &ceph,
+            targets: &[],
         };
         let call = median(
             (0..201)

@@ -409,6 +409,7 @@ fn sleeping_in_check_or_plan_is_stopped_by_the_call_budget() {
     let ctx = PlanContext {
         instance_id: "plugin",
         ceph: &ceph,
+        targets: &[],
     };
     let actions = plugin.stage.plan(&params("sleep-plan"), &ctx);
     assert!(

@@ -29,6 +29,34 @@ pub const BENCH_OBJECTS: &str = "rados-bench-objects";
 /// stores a write's parameters under the run's own `--run-name`.
 pub const BENCH_METADATA: &str = "rados-bench-metadata";
 
+/// The name `host` gives what it creates (a rados bench run name, an rbd
+/// image) among the stage's `targets`: on this machine alone, `name`
+/// itself; otherwise `name-HOST`, so that hosts running at once never
+/// share an object or an image, and a later stage on the same hosts finds
+/// what its own host made.
+pub(crate) fn per_host_name(
+    name: &str,
+    host: &pipeline_stage_api::hosts::Host,
+    targets: &[pipeline_stage_api::hosts::Host],
+) -> String {
+    if host.is_local() && only_here(targets) {
+        name.to_string()
+    } else {
+        format!(
+            "{name}-{}",
+            pipeline_stage_api::context::sanitize(&host.name)
+        )
+    }
+}
+
+/// Whether the stage's hosts are this machine alone.
+pub(crate) fn only_here(targets: &[pipeline_stage_api::hosts::Host]) -> bool {
+    targets
+        .iter()
+        .all(pipeline_stage_api::hosts::Host::is_local)
+        && targets.len() <= 1
+}
+
 /// A Ceph CLI call (not a benchmark) with the cluster's command timeout, and
 /// the same limit, a little shorter, as the client's own operation timeouts
 /// (`rados_osd_op_timeout`, `rados_mon_op_timeout`; both default to "wait

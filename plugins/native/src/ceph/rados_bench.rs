@@ -4,7 +4,10 @@
 //!
 //! Writes always use `--no-cleanup` (cleanup messages would land inside the
 //! JSON output; and seq/rand need the objects) and a `--run-name` unique to
-//! this run, so reads find exactly this run's objects. A write runs as
+//! this run, so reads find exactly this run's objects. Run on another host,
+//! or on several, each host has a run name of its own (the host's name at
+//! the end): hosts writing at once must not share rados' metadata object,
+//! and a read on the same hosts finds what its own host wrote. A write runs as
 //! `sh -c 'echo PID HOST; exec rados …'`: rados names its objects
 //! `benchmark_data_HOST_PID_objectN`, so the ledger gets exactly that prefix
 //! (even when the write is killed before rados stores its metadata) and
@@ -23,7 +26,7 @@ use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{BENCH_METADATA, BENCH_OBJECTS, bench_run_name};
+use super::{BENCH_METADATA, BENCH_OBJECTS, bench_run_name, only_here, per_host_name};
 
 /// `with:` of a `rados-bench` stage.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,7 +49,8 @@ pub struct Config {
     /// Stop a write after this many objects (bounds the data stored).
     #[serde(default)]
     pub max_objects: Option<u64>,
-    /// rados --run-name; default unique to this run, shared by its write and reads.
+    /// rados --run-name; default unique to this run, shared by its write and
+    /// reads. On another host or on several, each host's ends in `-HOST`.
     #[serde(default)]
     pub run_name: Option<String>,
     /// Output format to request and parse.
@@ -207,6 +211,10 @@ impl TypedStage for RadosBench {
         }
     }
 
+    fn sync_start(&self) -> bool {
+        true
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
         if config.seconds < 1 {
@@ -222,9 +230,13 @@ impl TypedStage for RadosBench {
     }
 
     fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
+        let mut name = run_name(config, "<run id>");
+        if !only_here(ctx.targets) {
+            name.push_str("-<host>");
+        }
         let mut actions = vec![Action::command(
             format!("rados bench {}", config.mode.as_str()),
-            argv(config, ctx.ceph, &run_name(config, "<run id>")),
+            argv(config, ctx.ceph, &name),
         )];
         if config.mode == Mode::Write {
             actions.push(Action::note(
@@ -237,14 +249,14 @@ impl TypedStage for RadosBench {
     fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let pool = &config.pool;
         let mode = config.mode.as_str();
-        let run_name = run_name(config, &ctx.run_id);
+        let run_name = per_host_name(&run_name(config, &ctx.run_id), &ctx.host, &ctx.targets);
         let timeout = config.command_timeout.map_or(
             Duration::from_secs(u64::from(config.seconds) * 2 + 60),
             |t| t.0,
         );
         let label = format!("rados-bench-{mode}");
         let rados = argv(config, &ctx.ceph, &run_name);
-        let spec = if config.mode == Mode::Write {
+        let mut spec = if config.mode == Mode::Write {
             CommandSpec::new(announcing_pid(rados))
         } else {
             CommandSpec::new(rados)
@@ -253,6 +265,7 @@ impl TypedStage for RadosBench {
         let out = if config.mode == Mode::Write {
             // Recorded before the write: rados may store it at any point.
             ctx.record_created(BENCH_METADATA, &format!("{pool}/{run_name}"));
+            spec.start_at = ctx.start_together()?;
             let result = ctx.run(&label, &spec);
             // Also after a timeout or Ctrl-C: a write killed halfway leaves objects.
             let stderr = match &result {
@@ -264,6 +277,7 @@ impl TypedStage for RadosBench {
             }
             result?
         } else {
+            spec.start_at = ctx.start_together()?;
             ctx.run(&label, &spec)?
         };
         if !out.success() {
@@ -286,6 +300,35 @@ impl TypedStage for RadosBench {
 #[cfg(test)]
 mod tests {
     use super::object_prefix;
+    use crate::ceph::per_host_name as host_run_name;
+    use pipeline_stage_api::hosts::Host;
+
+    #[test]
+    fn each_host_of_several_has_its_own_run_name() {
+        let node = |name: &str| Host {
+            name: name.into(),
+            address: Some("10.0.0.1".into()),
+            ..Host::local()
+        };
+        let here = [Host::local()];
+        // This machine alone: the run's own name (what earlier runs used).
+        assert_eq!(host_run_name("pipeline-r", &here[0], &here), "pipeline-r");
+        // Another host, alone or among several; and this machine among others.
+        let one = [node("node1")];
+        assert_eq!(
+            host_run_name("pipeline-r", &one[0], &one),
+            "pipeline-r-node1"
+        );
+        let mixed = [Host::local(), node("rack 2/a")];
+        assert_eq!(
+            host_run_name("pipeline-r", &mixed[0], &mixed),
+            "pipeline-r-local"
+        );
+        assert_eq!(
+            host_run_name("pipeline-r", &mixed[1], &mixed),
+            "pipeline-r-rack_2_a"
+        );
+    }
 
     #[test]
     fn object_prefix_is_rados_own() {

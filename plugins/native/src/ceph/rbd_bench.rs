@@ -16,7 +16,7 @@ use serde_json::json;
 use super::{IMAGE, admin};
 
 /// `with:` of an `rbd-bench` stage.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Pool (with the rbd application enabled).
@@ -169,6 +169,10 @@ impl TypedStage for RbdBench {
         }
     }
 
+    fn sync_start(&self) -> bool {
+        true
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
         if config.io_size.0 == 0 {
@@ -187,6 +191,11 @@ impl TypedStage for RbdBench {
     }
 
     fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
+        let mut config = config.clone();
+        if !super::only_here(ctx.targets) {
+            config.image.push_str("-<host>");
+        }
+        let config = &config;
         let create: Vec<String> = create_args(config);
         let refs: Vec<&str> = create.iter().map(String::as_str).collect();
         vec![
@@ -199,6 +208,10 @@ impl TypedStage for RbdBench {
     }
 
     fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        // Several hosts at once: an image each (they would fight over one's lock).
+        let mut config = config.clone();
+        config.image = super::per_host_name(&config.image, &ctx.host, &ctx.targets);
+        let config = &config;
         let image = image_spec(config);
         if !ctx.was_created(IMAGE, &image) {
             let ls = admin(&ctx.ceph, "rbd", &["ls", &config.pool, "--format", "json"]);
@@ -215,8 +228,9 @@ impl TypedStage for RbdBench {
             ctx.run_ok("rbd-create", &spec)?;
             ctx.record_created(IMAGE, &image);
         }
-        let spec =
+        let mut spec =
             CommandSpec::new(bench_argv(config, &ctx.ceph)).timeout(config.command_timeout.0);
+        spec.start_at = ctx.start_together()?;
         let out = ctx.run_ok("rbd-bench", &spec)?;
         let measurement = pipeline_parsers::rbd_bench::parse(&out.stdout)
             .map_err(|e| StageError::failed(format!("cannot read rbd bench output: {e}")))?;

@@ -583,6 +583,7 @@ mod tests {
         let ctx = PlanContext {
             instance_id: "d",
             ceph: &ceph,
+            targets: &[],
         };
         let p = params(json!({"targets": ["/dev/vdb", "/tmp/x"], "scratch_devices": ["/dev/vdb"]}));
         let actions = DiskBaseline.plan(&p, &ctx);

@@ -28,7 +28,7 @@ use super::{S3_BUCKET, S3_OBJECTS, bucket_name, key_prefix};
 
 /// The load parameters `s3-bench` and `swift-bench` share (flattened into
 /// each stage's `with:` beside its credentials).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct LoadConfig {
     /// What the requests do: `put`, `get`, `head` or `list` (the last three after a prefill), or `mixed` (weights in `mix`, after a prefill).
     #[serde(default)]
@@ -87,6 +87,23 @@ pub struct LoadConfig {
     /// End the measured phase early once throughput is steady, like fio's `steadystate` and warp's `--autoterm`: when every second of the last `window` is within `within` percent of their mean. `duration` stays the limit; the report says whether steady state was reached.
     #[serde(default)]
     pub steady_state: Option<SteadyState>,
+    /// With `on:` client hosts: what a host lost mid-run (its worker died, its SSH session broke, or it went silent) does: `fail` the stage (default), or `exclude` it: the other hosts' figures are reported, host=all without it, and the report says so.
+    #[serde(default)]
+    pub lost_hosts: LostHosts,
+    /// With `on:` client hosts: a worker that sends nothing for this long (it says `alive` every second) counts as lost.
+    #[serde(default = "ten_seconds")]
+    pub worker_silence: Seconds,
+}
+
+/// What a client host lost mid-run does to the stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LostHosts {
+    /// The stage fails, naming the host; the other workers are stopped.
+    #[default]
+    Fail,
+    /// The stage reports the other hosts, marked as without the lost one.
+    Exclude,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -334,7 +351,8 @@ pub fn about(name: &'static str, summary: &'static str) -> pipeline_stage_api::t
     pipeline_stage_api::typed::About {
         name,
         summary,
-        per_host: true,
+        // It orchestrates its client hosts itself (`super::clients`).
+        per_host: false,
         requires: Vec::new(),
         outputs: Vec::new(),
         metrics: metric_specs(),
@@ -514,6 +532,12 @@ impl LoadConfig {
                 );
             }
         }
+        if self.worker_silence.0 < Duration::from_secs(2) {
+            bad(
+                "worker_silence",
+                "must be at least 2s (a worker says `alive` every second)",
+            );
+        }
         if self.bucket.is_some() && self.buckets != 1 {
             bad("buckets", "must be 1 with a pre-existing `bucket`");
         }
@@ -562,21 +586,101 @@ impl LoadConfig {
     }
 }
 
+/// What the load engine needs from where it runs: the stage's context in
+/// the runner's process, or, on a client host, a worker's link to the
+/// runner (`super::worker`).
+pub trait LoadHost {
+    /// The run's id: buckets and keys carry it.
+    fn run_id(&self) -> &str;
+    /// What names this load's buckets and keys within the run: the stage
+    /// instance (a worker's adds its host, so that hosts never share keys).
+    fn load_name(&self) -> &str;
+    fn progress(&self, message: &str);
+    fn is_cancelled(&self) -> bool;
+    /// When the stage's time is up.
+    fn deadline(&self) -> Option<Instant>;
+    /// In the run's ledger before it exists: cleanup removes it even if
+    /// this process dies right after.
+    fn record_created(&mut self, kind: &str, name: &str);
+    fn mark_removed(&mut self, kind: &str, name: &str);
+    /// Called once the prefill is done; returns when the warm-up and the
+    /// measured phase may start (hosts that start together wait here).
+    fn wait_for_start(&self) -> Result<(), StageError> {
+        Ok(())
+    }
+    /// The runner asks the load to end now: no new requests; those in
+    /// flight finish and count.
+    fn stop_requested(&self) -> bool {
+        false
+    }
+    /// Every 50 ms while the load runs: the operations completed in each
+    /// finished second of the measured phase so far.
+    fn measured_seconds(&self, _ops_per_second: &[f64]) {}
+}
+
+impl LoadHost for StageContext<'_> {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn load_name(&self) -> &str {
+        &self.instance_id
+    }
+    fn progress(&self, message: &str) {
+        StageContext::progress(self, message);
+    }
+    fn is_cancelled(&self) -> bool {
+        StageContext::is_cancelled(self)
+    }
+    fn deadline(&self) -> Option<Instant> {
+        StageContext::deadline(self)
+    }
+    fn record_created(&mut self, kind: &str, name: &str) {
+        StageContext::record_created(self, kind, name);
+    }
+    fn mark_removed(&mut self, kind: &str, name: &str) {
+        StageContext::mark_removed(self, kind, name);
+    }
+}
+
+/// When a load ran at full load, in wall-clock time, and what completed in
+/// each tenth of a second of its measured phase: what the runner needs to
+/// sum the rates of several hosts over the window they all ran in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// The measured phase began (ns since the Unix epoch, this host's clock).
+    pub measure_start_unix_ns: i64,
+    /// No new request was issued after this (the end of `duration`, a
+    /// steady state, or the runner's stop); completions after it are the
+    /// ramp-down.
+    pub issuing_end_unix_ns: i64,
+    /// Per operation, `[ops, bytes]` completed in each 100 ms since the
+    /// measured phase began.
+    pub tenths: std::collections::BTreeMap<String, Vec<[u64; 2]>>,
+    /// User+system CPU seconds of the load's process in the measured phase.
+    pub cpu_seconds: f64,
+    /// The cores the load's runtime could use (worker_threads, at most the host's).
+    pub cores: f64,
+}
+
 /// Runs the load against `store`: set-up (buckets, or the pre-existing one),
 /// prefill, warm-up, the measured phase, then removal of what was written,
 /// whatever happened before.
 pub fn run(
     stage: &str,
     config: &LoadConfig,
-    ctx: &mut StageContext,
+    host: &mut dyn LoadHost,
     store: Store,
 ) -> Result<StageOutput, StageError> {
-    if !ctx.host.is_local() {
-        return Err(StageError::failed(format!(
-            "{stage} runs its client inside the pipeline process; it cannot run on host `{}` yet (use a local host)",
-            ctx.host.name
-        )));
-    }
+    run_with_window(stage, config, host, store).map(|(out, _)| out)
+}
+
+/// [`run`], with the measured phase's [`Window`].
+pub fn run_with_window(
+    stage: &str,
+    config: &LoadConfig,
+    host: &mut dyn LoadHost,
+    store: Store,
+) -> Result<(StageOutput, Window), StageError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.worker_threads as usize)
         .enable_all()
@@ -586,16 +690,23 @@ pub fn run(
         client: store,
         payload: Payload::with_hashes(config.largest_object(), &config.hashed_sizes()),
         buckets: Vec::new(),
-        prefix: key_prefix(&ctx.run_id, &ctx.instance_id),
+        prefix: key_prefix(host.run_id(), host.load_name()),
         objects_per_bucket: config.objects_per_bucket as usize,
     };
-    let created = runtime.block_on(set_up(config, ctx, &mut target));
+    let created = runtime.block_on(set_up(config, host, &mut target));
     let target = Arc::new(target);
-    let outcome = created.and_then(|()| measure(config, ctx, &runtime, &target));
-    let cleaned = runtime.block_on(remove_written(config, &target, ctx));
+    let outcome = created.and_then(|()| measure(config, &*host, &runtime, &target));
+    let cleaned = runtime.block_on(remove_written(stage, config, &target, host));
     let (rec, timing) = outcome?;
     cleaned?;
-    output(config, rec, &timing)
+    let window = Window {
+        measure_start_unix_ns: timing.measure_start_unix_ns,
+        issuing_end_unix_ns: timing.issuing_end_unix_ns,
+        tenths: rec.tenths(),
+        cpu_seconds: timing.cpu_seconds,
+        cores: usable_cores(config.worker_threads),
+    };
+    Ok((output(config, rec, &timing)?, window))
 }
 /// The gateway, the buckets and keys a run works on, and the one payload.
 struct Target {
@@ -618,7 +729,7 @@ impl Target {
 
 async fn set_up(
     config: &LoadConfig,
-    ctx: &mut StageContext<'_>,
+    ctx: &mut dyn LoadHost,
     t: &mut Target,
 ) -> Result<(), StageError> {
     // The first request tells whether the gateway takes the credentials:
@@ -638,17 +749,21 @@ async fn set_up(
         return Ok(());
     }
     for index in 0..config.buckets {
-        let name = bucket_name(&ctx.run_id, &ctx.instance_id, index);
+        let name = bucket_name(ctx.run_id(), ctx.load_name(), index);
+        // In the ledger first: a process killed while the request is out
+        // (a worker on a lost host) still has its bucket removed by cleanup.
+        ctx.record_created(S3_BUCKET, &name);
         match t.client.create_bucket(&name).await {
             Ok(()) => {}
-            Err(e) if index == 0 => return Err(t.client.first_request_error(&e)),
             Err(e) => {
-                return Err(StageError::failed(format!(
-                    "creating bucket `{name}` failed: {e}"
-                )));
+                ctx.mark_removed(S3_BUCKET, &name);
+                return Err(if index == 0 {
+                    t.client.first_request_error(&e)
+                } else {
+                    StageError::failed(format!("creating bucket `{name}` failed: {e}"))
+                });
             }
         }
-        ctx.record_created(S3_BUCKET, &name);
         t.buckets.push(name);
     }
     Ok(())
@@ -824,9 +939,9 @@ async fn one_request(
             match t.client.put_multipart(bucket, &key, body, part_size).await {
                 Ok((bytes, parts)) => {
                     let mut rec = shared.recorder.lock().expect("recorder lock");
-                    let second = measured_second(shared);
+                    let since = into_measure(shared);
                     for (part_bytes, took) in parts {
-                        rec.success(phase, Op::PutPart, part_bytes, took, None, second);
+                        rec.success(phase, Op::PutPart, part_bytes, took, None, since);
                     }
                     Ok((bytes, None))
                 }
@@ -862,21 +977,23 @@ async fn one_request(
     (result, started)
 }
 
-/// The second of the measured phase a request finishing now falls in.
-fn measured_second(shared: &Shared) -> u64 {
+/// How far into the measured phase a request finishing now is.
+fn into_measure(shared: &Shared) -> Duration {
     shared
         .measure_start
         .lock()
         .expect("measure_start lock")
-        .map_or(0, |s| Instant::now().saturating_duration_since(s).as_secs())
+        .map_or(Duration::ZERO, |s| {
+            Instant::now().saturating_duration_since(s)
+        })
 }
 
 fn record(shared: &Shared, phase: Phase, op: Op, result: &Answer, started: Instant) {
     let latency = started.elapsed();
-    let second = measured_second(shared);
+    let since = into_measure(shared);
     let mut rec = shared.recorder.lock().expect("recorder lock");
     match result {
-        Ok((bytes, ttfb)) => rec.success(phase, op, *bytes, latency, *ttfb, second),
+        Ok((bytes, ttfb)) => rec.success(phase, op, *bytes, latency, *ttfb, since),
         Err(e) => rec.error(phase, op, e.kind()),
     }
 }
@@ -974,6 +1091,13 @@ struct Timing {
     /// User+system CPU of the radosgw processes on this machine in the
     /// measured phase, when the endpoint is on loopback.
     gateway_cpu_seconds: Option<f64>,
+    /// Wall-clock bounds of the measured phase at full load (see [`Window`]).
+    measure_start_unix_ns: i64,
+    issuing_end_unix_ns: i64,
+}
+
+fn unix_ns(t: std::time::SystemTime) -> i64 {
+    pipeline_stage_api::clock::unix_ns(t).clamp(0, i64::MAX as i128) as i64
 }
 
 /// User+system CPU seconds of every `radosgw` process on this machine.
@@ -1031,7 +1155,7 @@ enum Interrupted {
 /// the stage's time is up; on the latter two it aborts the requests in
 /// flight. `tick` moves the phases along.
 async fn supervise(
-    ctx: &StageContext<'_>,
+    ctx: &dyn LoadHost,
     abort: &watch::Sender<bool>,
     handles: &[tokio::task::JoinHandle<()>],
     mut tick: impl FnMut(),
@@ -1070,7 +1194,7 @@ fn interrupted_error(why: Interrupted, phase: &str) -> StageError {
 
 fn measure(
     config: &LoadConfig,
-    ctx: &StageContext,
+    ctx: &dyn LoadHost,
     runtime: &tokio::runtime::Runtime,
     target: &Arc<Target>,
 ) -> Result<(Recorder, Timing), StageError> {
@@ -1112,8 +1236,13 @@ fn measure(
         Duration::ZERO
     };
 
+    // Hosts that start together wait for each other here, prefilled.
+    ctx.wait_for_start()?;
     let warmup = config.warmup.0;
     let start = Instant::now();
+    let wall_start = std::time::SystemTime::now();
+    let wall = |t: Instant| unix_ns(wall_start + t.saturating_duration_since(start));
+    let mut issuing_end: Option<Instant> = None;
     let mut cpu_start = process_cpu_seconds();
     // A gateway on this machine: its CPU over the measured phase too.
     let local_gateway = target.client.is_loopback();
@@ -1164,6 +1293,18 @@ fn measure(
         {
             shared.stop_issuing.store(true, Ordering::Relaxed);
         }
+        if ctx.stop_requested() {
+            shared.stop_issuing.store(true, Ordering::Relaxed);
+        }
+        if measure_start.is_some() {
+            ctx.measured_seconds(
+                &shared
+                    .recorder
+                    .lock()
+                    .expect("recorder lock")
+                    .ops_per_second(),
+            );
+        }
         if let Some(ss) = &config.steady_state
             && measure_start.is_some()
             && !steady
@@ -1178,6 +1319,9 @@ fn measure(
         {
             steady = true;
             shared.stop_issuing.store(true, Ordering::Relaxed);
+        }
+        if issuing_end.is_none() && shared.stop_issuing.load(Ordering::Relaxed) {
+            issuing_end = Some(now);
         }
     };
     runtime
@@ -1200,6 +1344,10 @@ fn measure(
         cpu_seconds,
         steady: config.steady_state.as_ref().map(|_| steady),
         gateway_cpu_seconds,
+        measure_start_unix_ns: wall(measure_started),
+        // An `operations` run stops issuing when its tickets are gone,
+        // which the controller does not see: its last completion then.
+        issuing_end_unix_ns: wall(issuing_end.unwrap_or(end)),
     };
     let rec = std::mem::take(&mut *shared.recorder.lock().expect("recorder lock"));
     let (ops, errors) = rec.totals(Phase::Measure);
@@ -1267,9 +1415,10 @@ async fn empty_bucket(
 /// buckets it created. Runs after success, failure and cancellation alike;
 /// each request is bounded by the request timeout.
 async fn remove_written(
+    stage: &str,
     config: &LoadConfig,
     target: &Target,
-    ctx: &mut StageContext<'_>,
+    ctx: &mut dyn LoadHost,
 ) -> Result<(), StageError> {
     let client = &target.client;
     let mut problems = Vec::new();
@@ -1308,7 +1457,7 @@ async fn remove_written(
         Ok(())
     } else {
         Err(StageError::failed(format!(
-            "s3-bench could not remove what it wrote: {}",
+            "{stage} could not remove what it wrote: {}",
             problems.join("; ")
         )))
     }
@@ -1404,14 +1553,20 @@ fn output(
 /// A note when the client used (nearly) all the cores its runtime may use:
 /// then the figures say more about the client than about the gateway.
 fn client_bound(timing: &Timing, worker_threads: u32) -> Option<String> {
-    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cores = (worker_threads as usize).min(online) as f64;
+    let cores = usable_cores(worker_threads);
     let busy = timing.cpu_seconds / timing.measure.as_secs_f64().max(1e-9);
     (busy >= 0.8 * cores).then(|| {
         format!(
             "the figures are client-bound: the client used {busy:.2} of the {cores:.0} core(s) its runtime may use (worker_threads: {worker_threads})"
         )
     })
+}
+
+/// The cores a load's runtime may keep busy: its worker threads, at most
+/// the machine's.
+fn usable_cores(worker_threads: u32) -> f64 {
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (worker_threads as usize).min(online) as f64
 }
 
 /// Metrics and histograms of every phase and operation.
@@ -1708,7 +1863,14 @@ mod tests {
         let mut rec = Recorder::default();
         for ms in [1, 2, 3, 4] {
             let d = Duration::from_millis(ms);
-            rec.success(Phase::Measure, Op::Get, 4096, d, Some(d / 2), 0);
+            rec.success(
+                Phase::Measure,
+                Op::Get,
+                4096,
+                d,
+                Some(d / 2),
+                Duration::ZERO,
+            );
         }
         let timing = Timing {
             prefill: Duration::ZERO,
@@ -1717,6 +1879,8 @@ mod tests {
             cpu_seconds: 0.5,
             steady: None,
             gateway_cpu_seconds: Some(1.0),
+            measure_start_unix_ns: 0,
+            issuing_end_unix_ns: 2_000_000_000,
         };
         let (metrics, histograms) = figures(&rec, &timing).unwrap();
         let find = |name: &str| metrics.iter().find(|m| m.name == name).unwrap();

@@ -4,12 +4,15 @@
 //! one interface to either client.
 
 pub mod client;
+pub mod clients;
 pub mod load;
+pub mod protocol;
 pub mod recorder;
 pub mod s3_bench;
 pub mod store;
 pub mod swift_bench;
 pub mod swift_client;
+pub mod worker;
 
 /// Ledger kind of a bucket this run created (emptied and deleted by its cleanup).
 pub const S3_BUCKET: &str = "s3-bucket";

@@ -152,15 +152,22 @@ impl PerSecond {
 
 pub const MIB: f64 = 1024.0 * 1024.0;
 
+/// Longest measured phase kept in tenths of a second (a day): later
+/// completions count in the last tenth.
+const MAX_TENTHS: usize = 864_000;
+
 #[derive(Default)]
 pub struct Recorder {
     stats: BTreeMap<(Phase, Op), OpStats>,
     per_second: BTreeMap<Op, PerSecond>,
+    /// Per operation, `[ops, bytes]` completed in each 100 ms of the
+    /// measured phase: what several hosts' common window is summed from.
+    tenths: BTreeMap<Op, Vec<[u64; 2]>>,
 }
 
 impl Recorder {
-    /// A finished request; `second` is its completion second within the
-    /// measured phase (only used for that phase).
+    /// A finished request; `since` is how far into the measured phase it
+    /// finished (only used for that phase).
     pub fn success(
         &mut self,
         phase: Phase,
@@ -168,7 +175,7 @@ impl Recorder {
         bytes: u64,
         latency: Duration,
         ttfb: Option<Duration>,
-        second: u64,
+        since: Duration,
     ) {
         let s = self.stats.entry((phase, op)).or_insert_with(OpStats::new);
         s.ops += 1;
@@ -181,8 +188,23 @@ impl Recorder {
             self.per_second
                 .entry(op)
                 .or_insert_with(PerSecond::new)
-                .record(second, bytes, latency);
+                .record(since.as_secs(), bytes, latency);
+            let tenth = ((since.as_millis() / 100) as usize).min(MAX_TENTHS - 1);
+            let bins = self.tenths.entry(op).or_default();
+            if bins.len() <= tenth {
+                bins.resize(tenth + 1, [0, 0]);
+            }
+            bins[tenth][0] += 1;
+            bins[tenth][1] += bytes;
         }
+    }
+
+    /// `[ops, bytes]` per 100 ms of the measured phase, by operation name.
+    pub fn tenths(&self) -> BTreeMap<String, Vec<[u64; 2]>> {
+        self.tenths
+            .iter()
+            .map(|(op, bins)| (op.as_str().to_string(), bins.clone()))
+            .collect()
     }
 
     pub fn error(&mut self, phase: Phase, op: Op, kind: String) {
@@ -272,10 +294,10 @@ mod tests {
     fn ops_bytes_errors_and_seconds_are_counted() {
         let mut r = Recorder::default();
         let ms = Duration::from_millis;
-        r.success(Phase::Measure, Op::Put, 4096, ms(2), None, 0);
-        r.success(Phase::Measure, Op::Put, 4096, ms(4), None, 0);
-        r.success(Phase::Measure, Op::Put, 4096, ms(3), None, 1);
-        r.success(Phase::Prefill, Op::Put, 4096, ms(3), None, 0);
+        r.success(Phase::Measure, Op::Put, 4096, ms(2), None, ms(10));
+        r.success(Phase::Measure, Op::Put, 4096, ms(4), None, ms(250));
+        r.success(Phase::Measure, Op::Put, 4096, ms(3), None, ms(1010));
+        r.success(Phase::Prefill, Op::Put, 4096, ms(3), None, ms(0));
         r.error(Phase::Measure, Op::Get, "http-404".into());
         let put = r.get(Phase::Measure, Op::Put).unwrap();
         assert_eq!((put.ops, put.bytes), (3, 3 * 4096));
@@ -290,5 +312,11 @@ mod tests {
         let series = r.series();
         let ops = series.iter().find(|s| s.name == "put_ops_per_s").unwrap();
         assert_eq!(ops.points, vec![[1.0, 2.0], [2.0, 1.0]]);
+        // Tenths of a second: the measured phase only.
+        let tenths = r.tenths();
+        let put = &tenths["put"];
+        assert_eq!(put.len(), 11);
+        assert_eq!((put[0], put[2], put[10]), ([1, 4096], [1, 4096], [1, 4096]));
+        assert_eq!(put.iter().map(|b| b[0]).sum::<u64>(), 3);
     }
 }

@@ -5,15 +5,16 @@ use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, TypedStage};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::client::{Endpoint, S3Client};
+use super::clients;
 use super::load::{self, LoadConfig};
 use super::store::Store;
 use super::{missing_setting, plain_http, setting};
 
 /// `with:` of an `s3-bench` stage: where and as whom, then the load.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct Config {
     /// S3 endpoint, `http://HOST:PORT` (default: $AWS_ENDPOINT_URL; `pipeline sandbox env` exports it).
     #[serde(default)]
@@ -55,25 +56,45 @@ impl TypedStage for S3Bench {
             .check_with_url("s3-bench", "endpoint", config.endpoint.as_deref())
     }
 
-    fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
+    fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
         let at = config
             .endpoint
             .clone()
             .unwrap_or_else(|| "$AWS_ENDPOINT_URL".into());
-        config.load.plan("bucket", &at)
+        clients::plan(ctx, config.load.plan("bucket", &at))
     }
 
     fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        if clients::runs_here(ctx) {
+            return load::run("s3-bench", &config.load, ctx, store(config)?);
+        }
+        // The workers get the endpoint and keys the runner resolved, not
+        // their hosts' own.
         let endpoint = resolve_endpoint(config)?;
-        let client = S3Client::new(
-            endpoint,
-            config.load.concurrency as usize,
-            config.load.request_timeout.0,
-            config.unsigned_payload,
-        )
-        .map_err(|e| StageError::failed(format!("cannot build the HTTP client: {e}")))?;
-        load::run("s3-bench", &config.load, ctx, Store::S3(client))
+        let resolved = Config {
+            endpoint: Some(endpoint.url),
+            region: Some(endpoint.region),
+            access_key: Some(endpoint.access_key),
+            secret_key: Some(endpoint.secret_key),
+            profile: None,
+            unsigned_payload: config.unsigned_payload,
+            load: config.load.clone(),
+        };
+        clients::run("s3-bench", &resolved, &config.load, ctx)
     }
+}
+
+/// The S3 client of a stage's config.
+pub(crate) fn store(config: &Config) -> Result<Store, StageError> {
+    let endpoint = resolve_endpoint(config)?;
+    let client = S3Client::new(
+        endpoint,
+        config.load.concurrency as usize,
+        config.load.request_timeout.0,
+        config.unsigned_payload,
+    )
+    .map_err(|e| StageError::failed(format!("cannot build the HTTP client: {e}")))?;
+    Ok(Store::S3(client))
 }
 fn resolve_endpoint(config: &Config) -> Result<Endpoint, StageError> {
     let url = setting(&config.endpoint, "AWS_ENDPOINT_URL")

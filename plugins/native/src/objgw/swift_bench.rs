@@ -8,15 +8,16 @@ use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, TypedStage};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
+use super::clients;
 use super::load::{self, LoadConfig};
 use super::store::Store;
 use super::swift_client::{SwiftAuth, SwiftClient};
 use super::{missing_setting, plain_http, setting};
 
 /// `with:` of a `swift-bench` stage: where to authenticate and as whom, then the load.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct Config {
     /// Swift v1 auth URL, `http://HOST:PORT/auth/1.0` (default: $ST_AUTH; `pipeline sandbox env` exports it).
     #[serde(default)]
@@ -49,21 +50,37 @@ impl TypedStage for SwiftBench {
             .check_with_url("swift-bench", "auth_url", config.auth_url.as_deref())
     }
 
-    fn plan(&self, config: &Config, _ctx: &PlanContext) -> Vec<Action> {
+    fn plan(&self, config: &Config, ctx: &PlanContext) -> Vec<Action> {
         let at = config.auth_url.clone().unwrap_or_else(|| "$ST_AUTH".into());
-        config.load.plan("container", &at)
+        clients::plan(ctx, config.load.plan("container", &at))
     }
 
     fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
+        if clients::runs_here(ctx) {
+            return load::run("swift-bench", &config.load, ctx, store(config)?);
+        }
+        // The workers get the auth the runner resolved, not their hosts' own.
         let auth = resolve_auth(config)?;
-        let client = SwiftClient::new(
-            auth,
-            config.load.concurrency as usize,
-            config.load.request_timeout.0,
-        )
-        .map_err(|e| StageError::failed(format!("cannot build the HTTP client: {e}")))?;
-        load::run("swift-bench", &config.load, ctx, Store::Swift(client))
+        let resolved = Config {
+            auth_url: Some(auth.url),
+            user: Some(auth.user),
+            key: Some(auth.key),
+            load: config.load.clone(),
+        };
+        clients::run("swift-bench", &resolved, &config.load, ctx)
     }
+}
+
+/// The Swift client of a stage's config.
+pub(crate) fn store(config: &Config) -> Result<Store, StageError> {
+    let auth = resolve_auth(config)?;
+    let client = SwiftClient::new(
+        auth,
+        config.load.concurrency as usize,
+        config.load.request_timeout.0,
+    )
+    .map_err(|e| StageError::failed(format!("cannot build the HTTP client: {e}")))?;
+    Ok(Store::Swift(client))
 }
 
 fn resolve_auth(config: &Config) -> Result<SwiftAuth, StageError> {

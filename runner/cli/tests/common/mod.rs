@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod gateway;
 pub mod registry;
 pub mod run_shape;
 pub mod sshd;

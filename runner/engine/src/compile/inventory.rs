@@ -130,6 +130,11 @@ pub fn resolve_inventory(
                     .unwrap_or(StrictHostKeyChecking::Yes),
                 connect_timeout: ssh.connect_timeout.unwrap_or(10),
                 options: ssh.options.clone(),
+                pipeline: cfg
+                    .pipeline
+                    .clone()
+                    .or_else(|| ssh.pipeline.clone())
+                    .map(|p| render(&p, *loc, diags)),
             },
         );
     }

@@ -89,8 +89,16 @@ fn compile_stage(
             1
         }
         Some(p) => p.value as usize,
-        None => 16,
+        None => DEFAULT_PARALLEL,
     };
+    let sync_start = check_sync_start(
+        scope,
+        stage,
+        plugin.as_ref(),
+        targets.len(),
+        parallel,
+        diags,
+    );
     let (repeat, repeat_pause) = repetitions(scope, stage, diags);
     let matrix = stage
         .matrix
@@ -150,6 +158,7 @@ fn compile_stage(
                 .unwrap_or_default(),
             targets: targets.clone(),
             parallel,
+            sync_start,
             repeat,
             repeat_pause,
         })
@@ -158,6 +167,66 @@ fn compile_stage(
         check_instance(scope, stage, instance, &with, diags);
     }
     instances
+}
+
+/// Hosts run at once when a stage does not say (`parallel:`).
+const DEFAULT_PARALLEL: usize = 16;
+
+/// Whether the stage's hosts start together (`sync_start: true`). That
+/// needs a plugin that waits for the other hosts before its measured
+/// command, and every host at once: hosts in sequential batches cannot.
+fn check_sync_start(
+    scope: &Scope,
+    stage: &StageConfig,
+    plugin: Option<&RegisteredStage>,
+    hosts: usize,
+    parallel: usize,
+    diags: &mut Diagnostics,
+) -> bool {
+    let Some(sync) = stage.sync_start.as_ref().filter(|s| s.value) else {
+        return false;
+    };
+    if let Some(plugin) = plugin.filter(|p| !p.description.sync_start) {
+        let able: Vec<&str> = scope
+            .registry
+            .iter()
+            .filter(|r| r.description.sync_start)
+            .map(|r| r.description.name.as_str())
+            .collect();
+        diags.push(
+            scope
+                .err(
+                    format!(
+                        "`{}` cannot start its hosts together (`sync_start`)",
+                        plugin.description.name
+                    ),
+                    sync.loc,
+                )
+                .with_help(format!(
+                    "stages that can: {}; or remove `sync_start`",
+                    able.join(", ")
+                )),
+        );
+    }
+    if parallel < hosts {
+        let (setting, loc) = match &stage.parallel {
+            Some(p) => (format!("`parallel: {parallel}`"), p.loc),
+            None => (format!("`parallel` ({parallel} unless set)"), sync.loc),
+        };
+        diags.push(
+            scope
+                .err(
+                    format!(
+                        "`sync_start` needs all {hosts} hosts at once, but {setting} runs them in sequential batches"
+                    ),
+                    loc,
+                )
+                .with_help(format!(
+                    "set `parallel: {hosts}` (or more), or remove `sync_start`"
+                )),
+        );
+    }
+    true
 }
 
 /// Most repetitions of one instance: a typo (`repeat: 1000000`) should not

@@ -120,6 +120,12 @@ pub struct StageConfig {
     /// At most this many hosts at once (default 16).
     #[serde(default)]
     pub parallel: Option<Sp<u32>>,
+    /// Start the measured tool on every host at the same instant, which
+    /// the runner picks once all hosts are ready (clocks compared over
+    /// SSH). For stages that support it (rados-bench, rbd-bench, fio), with
+    /// all hosts at once (`parallel` at least their number).
+    #[serde(default)]
+    pub sync_start: Option<Sp<bool>>,
     /// Run each instance this many times in a row (default 1). Every
     /// repetition's metrics are kept (label `repetition`); the report leads
     /// with the median and the spread, and `pipeline compare` tests them.

@@ -104,9 +104,15 @@ impl Exporter for MarkdownExporter {
             .iter()
             .map(super::latency_table::rows)
             .collect();
+        let client_hosts: Vec<Vec<super::client_hosts::ClientHostRow>> = results
+            .stages
+            .iter()
+            .map(super::client_hosts::rows)
+            .collect();
         let text = tmpl.render(minijinja::context! {
             r => minijinja::value::Serde(results),
             latency => minijinja::value::Serde(&latency),
+            client_hosts => minijinja::value::Serde(&client_hosts),
             failures => minijinja::value::Serde(&failures),
             charts => minijinja::value::Serde(&self.charts),
             sweeps => minijinja::value::Serde(&self.sweeps),

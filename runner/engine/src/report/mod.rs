@@ -2,6 +2,7 @@
 //! Markdown is the one the runner writes into every run folder.
 
 pub mod charts;
+pub mod client_hosts;
 pub mod environment;
 pub mod escape;
 pub mod latency_table;

@@ -357,6 +357,8 @@ fn description(d: wit::Description) -> Result<StageDescription, String> {
             })
             .collect(),
         per_host: true,
+        // The interface has no way to wait for the other hosts.
+        sync_start: false,
         requires: Vec::new(),
     })
 }

@@ -1,0 +1,159 @@
+//! The worker protocol, version 1: how the runner drives a load generator
+//! on a client host (`pipeline worker`, started over SSH), one JSON object
+//! per line each way. Written down in docs/worker-protocol.md; a change
+//! that an older peer would misread gets a new [`PROTOCOL`] number, and
+//! each side refuses a peer of another version by name.
+//!
+//! Runner → worker, on the worker's stdin: one [`ToWorker::Job`], then any
+//! number of `ping`s, one `start` (the instant, in the worker's own clock,
+//! at which its warm-up and measured phase begin), maybe a `stop`. The end
+//! of stdin means "abort": the worker stops its requests, removes what it
+//! wrote and exits. That is also what happens when the SSH session dies,
+//! so a worker never outlives the runner that started it.
+//!
+//! Worker → runner, on its stdout: `hello` first, `pong`s, the ledger
+//! (`created` before a bucket exists, `removed` after it is gone),
+//! `ready` once prefilled, `started`, a `second` per finished second of the
+//! measured phase, `alive` every second whatever it is doing, and last
+//! `done` (figures, serialized HDR histograms, the measured window) or
+//! `failed`.
+
+use pipeline_model::{Histogram, Metric, Series};
+use serde::{Deserialize, Serialize};
+
+use super::load::Window;
+
+/// The version of this protocol; a peer of another version is refused.
+pub const PROTOCOL: u32 = 1;
+
+/// The longest line either side accepts (a `done` with its histograms is
+/// the largest message; 64 MiB is far beyond a day's run).
+pub const MAX_LINE: usize = 64 << 20;
+
+/// What the runner sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ToWorker {
+    Job(Job),
+    /// Answered at once by a `pong` with the worker's clock.
+    Ping {
+        id: u64,
+    },
+    /// Start the warm-up and measured phase at this instant of the worker's clock.
+    Start {
+        at_unix_ns: i64,
+    },
+    /// End the measured phase now (requests in flight finish and count).
+    Stop,
+}
+
+/// The load a worker runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub protocol: u32,
+    /// `s3-bench` or `swift-bench`.
+    pub stage: String,
+    pub run_id: String,
+    /// Names the worker's buckets and keys: the stage instance and the host.
+    pub load_name: String,
+    /// The inventory name of the worker's host (for its messages).
+    pub host: String,
+    /// The stage's `with:`, endpoint and credentials resolved by the runner
+    /// (the worker reads no credentials of its own host).
+    pub config: serde_json::Value,
+    /// Seconds the worker may take in all (the stage's time left).
+    #[serde(default)]
+    pub deadline_s: Option<f64>,
+}
+
+/// What a worker sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum FromWorker {
+    Hello {
+        protocol: u32,
+        version: String,
+        /// The worker's process id on its host (a stalled worker is killed by it).
+        pid: u32,
+    },
+    Pong {
+        id: u64,
+        clock_unix_ns: i64,
+    },
+    Progress {
+        message: String,
+    },
+    Created {
+        kind: String,
+        name: String,
+    },
+    Removed {
+        kind: String,
+        name: String,
+    },
+    /// Prefilled; waiting for `start`.
+    Ready,
+    /// The warm-up began, at this instant of the worker's clock.
+    Started {
+        at_unix_ns: i64,
+    },
+    /// Operations completed in a finished second of the measured phase.
+    Second {
+        second: u64,
+        ops: f64,
+    },
+    Alive,
+    Done {
+        output: WorkerOutput,
+        window: Window,
+        /// The worker's peak resident memory.
+        max_rss_kib: u64,
+    },
+    Failed {
+        error: String,
+        /// Ended because the runner closed its stdin (not a failure of its own).
+        #[serde(default)]
+        aborted: bool,
+    },
+}
+
+/// A worker's figures: the stage output of its host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerOutput {
+    pub metrics: Vec<Metric>,
+    pub histograms: Vec<Histogram>,
+    pub series: Vec<Series>,
+    pub notes: Vec<String>,
+}
+
+/// One line of the protocol: the message and a newline.
+pub fn line<T: Serialize>(message: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(message).unwrap_or_else(|e| {
+        // Only non-string map keys fail, and the messages have none.
+        format!("{{\"type\":\"failed\",\"error\":\"cannot encode a message: {e}\"}}").into_bytes()
+    });
+    bytes.push(b'\n');
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_tagged_json_lines() {
+        let start = line(&ToWorker::Start { at_unix_ns: 5 });
+        assert_eq!(start, b"{\"type\":\"start\",\"at_unix_ns\":5}\n");
+        let back: ToWorker = serde_json::from_slice(&start).unwrap();
+        assert_eq!(back, ToWorker::Start { at_unix_ns: 5 });
+        assert_eq!(line(&FromWorker::Ready), b"{\"type\":\"ready\"}\n");
+        let err = serde_json::from_str::<FromWorker>(
+            "{\"type\":\"pong\",\"id\":1,\"clock_unix_ns\":2,\"x\":1}",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        assert!(serde_json::from_str::<ToWorker>("{\"type\":\"rm -rf\"}").is_err());
+    }
+}
