@@ -84,8 +84,9 @@ def run(name, on, workers, rep):
 
     def metric(metric_name, **labels):
         for m in stage["metrics"]:
-            if m["name"] == metric_name and all(m["labels"].get(k) == v for k, v in labels.items()):
-                if "host" in labels or "host" not in m["labels"]:
+            have = m.get("labels", {})
+            if m["name"] == metric_name and all(have.get(k) == v for k, v in labels.items()):
+                if "host" in labels or "host" not in have:
                     return m["value"]
         return None
 

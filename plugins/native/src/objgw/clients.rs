@@ -161,6 +161,16 @@ pub fn run<C: Serialize>(
     let grace = load.request_timeout.0 + Duration::from_secs(30);
     abort_all(&mut workers);
     wait_for_ends(ctx, load, &mut workers, grace);
+    // A worker exits right after its last message: give it the moment, so
+    // its command is recorded with its own exit and CPU, not as stopped.
+    let exit_by = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < exit_by
+        && workers
+            .iter()
+            .any(|w| w.background.as_ref().is_some_and(|b| !b.has_exited()))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     for w in &mut workers {
         if let Some(b) = w.background.take() {
             ctx.stop(b);
