@@ -469,3 +469,66 @@ fn ctrl_c_stops_every_worker_and_their_buckets_are_removed() {
     assert_eq!(stage(&r, "s3")["status"], "cancelled", "{output}");
     assert_nothing_left(&sshd, "clients-lost", &r, 2);
 }
+
+/// `rados -p POOL ls` on the test cluster: the objects left in a pool.
+fn objects_in(pool: &str) -> Vec<String> {
+    let (ok, text) = common::cluster::ceph("rados", &["-p", pool, "ls"]);
+    assert!(ok, "{text}");
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn rados_bench_on_two_hosts_starts_together_and_cleanup_finds_both_hosts_objects() {
+    let sshd = Sshd::start();
+    let (file, run_dir) = suite(&sshd, "rados");
+    let (code, r, output) = run_suite(&file, &run_dir, &[]);
+    let left = objects_in("pipeline-test-clients-rados");
+    let (deleted, text) = common::cluster::ceph(
+        "ceph",
+        &[
+            "osd",
+            "pool",
+            "delete",
+            "pipeline-test-clients-rados",
+            "pipeline-test-clients-rados",
+            "--yes-i-really-really-mean-it",
+        ],
+    );
+    assert!(deleted, "{text}");
+    assert_eq!(code, Some(0), "{output}\n{r:#}");
+    for id in ["write", "read"] {
+        let s = stage(&r, id);
+        let spread = value(s, "start_spread_ms", &[("host", "all")]);
+        assert!((0.0..1000.0).contains(&spread), "{id}: {spread}");
+        assert!(value(s, "bandwidth", &[("host", "all")]) > 0.0, "{id}");
+        for host in ["node1", "node2"] {
+            assert!(
+                value(s, "bandwidth", &[("host", host)]) > 0.0,
+                "{id} {host}"
+            );
+            assert!(find(s, "clock_offset_ms", &[("host", host)]).is_some());
+        }
+        assert!(
+            s["notes"].to_string().contains("started together at"),
+            "{id}"
+        );
+    }
+    // Each host wrote under its own run name, and both are in the ledger.
+    let ledger = r["created"].to_string();
+    for host in ["node1", "node2"] {
+        assert!(
+            ledger.contains(&format!("-{host}\"")),
+            "no run name of {host} in {ledger}"
+        );
+    }
+    assert!(
+        r["created"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] != "pool")
+            .all(|c| c["removed"] == true),
+        "{ledger}"
+    );
+    assert!(left.is_empty(), "objects left in the pool: {left:?}");
+}
