@@ -22,7 +22,7 @@ bin=./target/debug/pipeline
 export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-repeat-sandbox}"
 trap '$bin sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true' EXIT
 # The test binaries that talk to the cluster.
-tests=(--test ceph --test faults --test recovery --test objgw)
+tests=(--test ceph --test faults --test recovery --test objgw --test multi_client)
 passed_rounds=0
 for round in $(seq 1 "$rounds"); do
   $bin sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true

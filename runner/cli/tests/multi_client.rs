@@ -532,3 +532,52 @@ fn rados_bench_on_two_hosts_starts_together_and_cleanup_finds_both_hosts_objects
     );
     assert!(left.is_empty(), "objects left in the pool: {left:?}");
 }
+
+/// A `pipeline:` in the inventory that is no pipeline binary (or none at
+/// all) fails the stage naming the host and the binary, before any load.
+#[test]
+fn a_binary_named_by_the_inventory_that_is_not_a_worker_is_refused_by_name() {
+    let sshd = Sshd::start();
+    for (node, address, binary, expected) in [
+        (
+            "node1",
+            ADDRESSES[0],
+            "/bin/true",
+            "ended without answering (exit code 0)",
+        ),
+        (
+            "node2",
+            ADDRESSES[1],
+            "/nonexistent/pipeline",
+            "ended without answering (exit code 127)",
+        ),
+    ] {
+        let (file, run_dir) = suite(&sshd, "put");
+        let line = format!("{node}: {{address: {address}, port: {}}}", sshd.port);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(&line), "{text}");
+        let named = format!(
+            "{node}: {{address: {address}, port: {}, pipeline: {binary}}}",
+            sshd.port
+        );
+        std::fs::write(&file, text.replace(&line, &named)).unwrap();
+        let (code, r, output) = run_suite(&file, &run_dir, &["--only", "s3"]);
+        assert_eq!(code, Some(1), "{output}");
+        let error = stage(&r, "s3")["error"].as_str().unwrap().to_string();
+        let shown = format!("{node}: `{binary} worker` {expected}");
+        assert!(error.starts_with(&shown), "{error}");
+        assert!(
+            error.contains(
+                "the inventory's `pipeline:` must name a pipeline binary of this runner's version"
+            ),
+            "{error}"
+        );
+        // The other host's worker was stopped and removed its bucket.
+        assert_nothing_left(
+            &sshd,
+            "clients-put",
+            &r,
+            r["created"].as_array().unwrap().len(),
+        );
+    }
+}

@@ -110,6 +110,8 @@ struct Worker {
     pid: Option<u32>,
     /// Names the process on its host (`worker --for TAG`).
     tag: String,
+    /// The `pipeline` binary it runs.
+    binary: String,
     ready: bool,
     offset: Option<Offset>,
     /// When its warm-up began, in this machine's clock.
@@ -346,6 +348,7 @@ fn start_worker(
         hello: false,
         pid: None,
         tag,
+        binary: binary.to_string(),
         ready: false,
         offset: None,
         started_ns: None,
@@ -459,6 +462,8 @@ fn drive(
     until(ctx, load, workers, Some(hello_by), |ws| {
         ws.iter().all(|w| w.hello || w.end.is_some())
     })?;
+    // A host lost while the others were starting is the cause to name.
+    fail_on_lost(load, workers)?;
     if let Some(w) = workers.iter().find(|w| !w.hello && w.end.is_none()) {
         return Err(StageError::failed(format!(
             "host {}: its worker did not answer within {}",
@@ -466,7 +471,6 @@ fn drive(
             pipeline_stage_api::exec::format_duration(connect + silence)
         )));
     }
-    fail_on_lost(load, workers)?;
     for i in 0..workers.len() {
         if workers[i].running() {
             measure_clock(ctx, load, workers, i)?;
@@ -619,18 +623,28 @@ fn poll(ctx: &mut StageContext, load: &LoadConfig, workers: &mut [Worker]) {
                     .take()
                     .expect("a running worker has its command");
                 let out = ctx.stop(b);
+                let tail = if out.tail().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", shown(&out.tail()))
+                };
                 let why = match &out.exit {
                     Exit::Code(255) if !w.host.is_local() => {
                         w.host.explain_ssh_failure(&out.stderr)
                     }
-                    exit => format!(
-                        "its worker ended without a result ({exit}){}",
-                        if out.tail().is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {}", out.tail())
+                    // It never spoke the protocol: not a worker of ours.
+                    exit if !w.hello => format!(
+                        "`{} worker` ended without answering ({exit}){tail}; {}",
+                        w.binary,
+                        match &w.host.pipeline {
+                            Some(_) => format!(
+                                "the inventory's `pipeline:` must name a pipeline binary of this runner's version ({})",
+                                env!("CARGO_PKG_VERSION")
+                            ),
+                            None => "the copied binary did not start there".to_string(),
                         }
                     ),
+                    exit => format!("its worker ended without a result ({exit}){tail}"),
                 };
                 w.end = Some(End::Lost(why));
                 w.stdin = None;
