@@ -214,6 +214,13 @@ fn two_hosts_count_what_the_gateway_counts_and_merge_their_histograms() {
     }
     // Nothing is left; one bucket per host and stage.
     assert_nothing_left(&sshd, "clients-put", &r, 4);
+    // The hosts' binary cache keeps the last few copies, not every build's.
+    let out = sshd.ssh(ADDRESSES[0], "ls ~/.cache/pipeline/bin");
+    let copies = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("pipeline-"))
+        .count();
+    assert!((1..=3).contains(&copies), "{copies} copies in the cache");
     // No key of the gateway in any file of the run.
     for secret in ["AWS_SECRET_ACCESS_KEY", "ST_KEY"] {
         let secret = std::env::var(secret).unwrap();

@@ -97,6 +97,11 @@ pub fn plan(ctx: &PlanContext, load: Vec<Action>) -> Vec<Action> {
 
 /// Where a copied binary goes on a host (per user).
 const CACHE_DIR: &str = "${XDG_CACHE_HOME:-$HOME/.cache}/pipeline/bin";
+/// Copies a host's cache keeps: the most recently used (a copy found in
+/// place is touched); older ones are removed after a new copy, so that
+/// every new build of the runner does not leave another binary behind. (A
+/// worker still running from a removed copy runs on: it is open.)
+const KEEP_COPIES: usize = 3;
 
 /// One client host's worker, as the runner follows it.
 struct Worker {
@@ -207,7 +212,7 @@ fn place_binaries(ctx: &mut StageContext, hosts: &[Host]) -> Result<Vec<String>,
     let check = format!(
         "d=\"{CACHE_DIR}\"; f=\"$d/pipeline-{sha}\"; \
          if [ -x \"$f\" ] && [ \"$(sha256sum < \"$f\" | cut -d' ' -f1)\" = {sha} ]; \
-         then echo \"present $f\"; else echo \"absent $f\"; fi"
+         then touch \"$f\"; echo \"present $f\"; else echo \"absent $f\"; fi"
     );
     let checks: Vec<(Host, String, CommandSpec)> = needs
         .iter()
@@ -243,7 +248,9 @@ fn place_binaries(ctx: &mut StageContext, hosts: &[Host]) -> Result<Vec<String>,
             "set -e; d=\"{CACHE_DIR}\"; mkdir -p \"$d\"; f=\"$d/pipeline-{sha}\"; t=\"$f.tmp.$$\"; \
              trap 'rm -f \"$t\"' EXIT; cat > \"$t\"; s=$(sha256sum < \"$t\" | cut -d' ' -f1); \
              if [ \"$s\" != {sha} ]; then echo \"the copy has sha256 $s, not {sha}\" >&2; exit 3; fi; \
-             chmod 755 \"$t\"; mv -f \"$t\" \"$f\"; trap - EXIT; echo \"$f\""
+             chmod 755 \"$t\"; mv -f \"$t\" \"$f\"; trap - EXIT; echo \"$f\"; \
+             cd \"$d\" && ls -t | grep -E '^pipeline-[0-9a-f]{{64}}$' | tail -n +{keep} | while read -r old; do rm -f -- \"$old\"; done",
+            keep = KEEP_COPIES + 1
         );
         let specs: Vec<(Host, String, CommandSpec)> = copies
             .iter()
