@@ -935,10 +935,12 @@ fn merge(workers: &[Worker], start_at: SystemTime) -> Result<StageOutput, StageE
                     _ => String::new(),
                 }
             ));
+            // A headline: the summary says the figures lack a host.
             out.metrics.push(
                 Metric::new("host_lost", 1.0, unit::COUNT, Direction::Lower)
                     .aggregate(Aggregate::Sum)
-                    .label("host", name.clone()),
+                    .label("host", name.clone())
+                    .headline(),
             );
             continue;
         };
