@@ -608,11 +608,6 @@ pub trait LoadHost {
     fn wait_for_start(&self) -> Result<(), StageError> {
         Ok(())
     }
-    /// The runner asks the load to end now: no new requests; those in
-    /// flight finish and count.
-    fn stop_requested(&self) -> bool {
-        false
-    }
     /// Every 50 ms while the load runs: the operations completed in each
     /// finished second of the measured phase so far.
     fn measured_seconds(&self, _ops_per_second: &[f64]) {}
@@ -649,9 +644,9 @@ impl LoadHost for StageContext<'_> {
 pub struct Window {
     /// The measured phase began (ns since the Unix epoch, this host's clock).
     pub measure_start_unix_ns: i64,
-    /// No new request was issued after this (the end of `duration`, a
-    /// steady state, or the runner's stop); completions after it are the
-    /// ramp-down.
+    /// No new request was issued after this (the end of `duration`, the
+    /// last of `operations`, or a steady state); completions after it are
+    /// the ramp-down.
     pub issuing_end_unix_ns: i64,
     /// Per operation, `[ops, bytes]` completed in each 100 ms since the
     /// measured phase began.
@@ -1291,9 +1286,6 @@ fn measure(
             && let Some(s) = *measure_start
             && now.duration_since(s) >= config.duration.0
         {
-            shared.stop_issuing.store(true, Ordering::Relaxed);
-        }
-        if ctx.stop_requested() {
             shared.stop_issuing.store(true, Ordering::Relaxed);
         }
         if measure_start.is_some() {

@@ -6,9 +6,10 @@
 //!
 //! Runner → worker, on the worker's stdin: one [`ToWorker::Job`], then any
 //! number of `ping`s, one `start` (the instant, in the worker's own clock,
-//! at which its warm-up and measured phase begin), maybe a `stop`. The end
-//! of stdin means "abort": the worker stops its requests, removes what it
-//! wrote and exits. That is also what happens when the SSH session dies,
+//! at which its warm-up and measured phase begin). The measured phase ends
+//! by itself (`duration` or `operations`, counted from the common start);
+//! the end of stdin means "abort": the worker stops its requests, removes
+//! what it wrote and exits. That is also what happens when the SSH session dies,
 //! so a worker never outlives the runner that started it.
 //!
 //! Worker → runner, on its stdout: `hello` first, `pong`s, the ledger
@@ -43,8 +44,6 @@ pub enum ToWorker {
     Start {
         at_unix_ns: i64,
     },
-    /// End the measured phase now (requests in flight finish and count).
-    Stop,
 }
 
 /// The load a worker runs.

@@ -38,7 +38,6 @@ impl Outbox {
 struct Control {
     /// stdin ended (or carried something that is not the protocol).
     aborted: AtomicBool,
-    stop: AtomicBool,
     /// The start instant in this host's clock; 0 until `start` came.
     start_at_unix_ns: AtomicI64,
     /// The load is over: the heartbeat ends.
@@ -184,7 +183,6 @@ fn spawn_control_reader(mut input: BufReader<Box<dyn Read + Send>>, out: Outbox,
                 Ok(ToWorker::Start { at_unix_ns }) => c
                     .start_at_unix_ns
                     .store(at_unix_ns.max(1), Ordering::Release),
-                Ok(ToWorker::Stop) => c.stop.store(true, Ordering::Release),
                 Ok(ToWorker::Job(_)) | Err(_) => break,
             }
         }
@@ -293,10 +291,6 @@ impl LoadHost for WorkerHost {
             at_unix_ns: now_ns(),
         });
         Ok(())
-    }
-
-    fn stop_requested(&self) -> bool {
-        self.control.stop.load(Ordering::Acquire)
     }
 
     fn measured_seconds(&self, ops_per_second: &[f64]) {
