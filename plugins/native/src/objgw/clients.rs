@@ -275,8 +275,7 @@ fn place_binaries(ctx: &mut StageContext, hosts: &[Host]) -> Result<Vec<String>,
 }
 
 fn sh(script: &str, timeout_s: u64) -> CommandSpec {
-    CommandSpec::new(vec!["sh".into(), "-c".into(), script.into()])
-        .timeout(Duration::from_secs(timeout_s))
+    crate::host::shell(script, &[]).timeout(Duration::from_secs(timeout_s))
 }
 
 /// The sha256 of this binary, hex, computed once per process.

@@ -1126,16 +1126,20 @@ fn local_gateway_cpu() -> Option<f64> {
     found.then(|| total as f64 / ticks as f64)
 }
 
-/// User+system CPU seconds of this process so far.
-fn process_cpu_seconds() -> f64 {
+/// This process's resource usage so far (`None` if the kernel refuses).
+pub(crate) fn own_usage() -> Option<libc::rusage> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage fills the rusage the pointer points to.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return 0.0;
-    }
     // SAFETY: rc == 0: getrusage initialized it (and it was zeroed before).
-    let usage = unsafe { usage.assume_init() };
+    (rc == 0).then(|| unsafe { usage.assume_init() })
+}
+
+/// User+system CPU seconds of this process so far.
+fn process_cpu_seconds() -> f64 {
+    let Some(usage) = own_usage() else {
+        return 0.0;
+    };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
@@ -1238,6 +1242,8 @@ fn measure(
     let wall_start = std::time::SystemTime::now();
     let wall = |t: Instant| unix_ns(wall_start + t.saturating_duration_since(start));
     let mut issuing_end: Option<Instant> = None;
+    // Finished seconds of the measured phase handed to the host so far.
+    let mut seconds_handed = 0;
     let mut cpu_start = process_cpu_seconds();
     // A gateway on this machine: its CPU over the measured phase too.
     let local_gateway = target.client.is_loopback();
@@ -1288,7 +1294,11 @@ fn measure(
         {
             shared.stop_issuing.store(true, Ordering::Relaxed);
         }
-        if measure_start.is_some() {
+        // Once a second has finished, not every tick: the recorder's lock
+        // is the workers' too.
+        let finished_seconds = measure_start.map(|s| now.duration_since(s).as_secs());
+        if finished_seconds.is_some_and(|n| n > seconds_handed) {
+            seconds_handed = finished_seconds.unwrap_or(0);
             ctx.measured_seconds(
                 &shared
                     .recorder

@@ -205,17 +205,10 @@ fn now_ns() -> i64 {
     clock::now_ns().clamp(0, i64::MAX as i128) as i64
 }
 
-/// The peak resident memory of this process, in KiB.
+/// The peak resident memory of this process, in KiB (Linux reports
+/// `ru_maxrss` in KiB).
 fn max_rss_kib() -> u64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the rusage the pointer points to.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
-        return 0;
-    }
-    // SAFETY: getrusage succeeded, so it is initialized (and was zeroed).
-    let usage = unsafe { usage.assume_init() };
-    // Linux reports ru_maxrss in KiB.
-    usage.ru_maxrss.max(0) as u64
+    load::own_usage().map_or(0, |u| u.ru_maxrss.max(0) as u64)
 }
 
 /// The load engine's view of a worker: its ledger and progress go to the
