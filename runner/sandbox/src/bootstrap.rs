@@ -14,6 +14,7 @@ use crate::layout::Layout;
 use crate::options::SandboxOptions;
 use crate::pids::{PidFile, read_pid};
 use crate::process::{self, Deadline};
+use crate::release::KeyCipher;
 use crate::wait::TAIL_LINES;
 use crate::{ceph_cli, logs};
 
@@ -37,19 +38,22 @@ pub(crate) struct Secrets {
     pub s3_access_key: String,
     pub s3_secret_key: String,
     pub swift_key: String,
+    /// The cipher of every cephx key, the OSDs' too (the release decides it).
+    pub cipher: KeyCipher,
 }
 
 impl Secrets {
-    pub fn generate() -> Result<Secrets, SandboxError> {
+    pub fn generate(cipher: KeyCipher) -> Result<Secrets, SandboxError> {
         Ok(Secrets {
             fsid: keys::uuid_v4()?,
-            mon_key: keys::cephx_key()?,
-            admin_key: keys::cephx_key()?,
-            mgr_key: keys::cephx_key()?,
-            rgw_key: keys::cephx_key()?,
+            mon_key: keys::cephx_key(cipher)?,
+            admin_key: keys::cephx_key(cipher)?,
+            mgr_key: keys::cephx_key(cipher)?,
+            rgw_key: keys::cephx_key(cipher)?,
             s3_access_key: keys::random_token(20, keys::ACCESS_KEY_ALPHABET)?,
             s3_secret_key: keys::random_token(40, keys::SECRET_ALPHABET)?,
             swift_key: keys::random_token(40, keys::SECRET_ALPHABET)?,
+            cipher,
         })
     }
 }
@@ -71,6 +75,7 @@ pub(crate) fn write_files(
     layout: &Layout,
     opts: &SandboxOptions,
     secrets: &Secrets,
+    osd_class_dir: Option<&str>,
 ) -> Result<(), SandboxError> {
     for dir in [
         layout.keys_dir(),
@@ -94,6 +99,7 @@ pub(crate) fn write_files(
             memstore_bytes: opts.memstore_bytes,
             allow_pool_delete: opts.allow_pool_delete,
             rgw_port: opts.rgw_port,
+            osd_class_dir,
         }),
     )?;
     let admin = KeyEntry::admin(secrets.admin_key.clone());
@@ -203,12 +209,13 @@ pub(crate) fn create_mon(
 pub(crate) fn create_osd(
     layout: &Layout,
     id: u32,
+    cipher: KeyCipher,
     deadline: &Deadline,
 ) -> Result<u32, SandboxError> {
     let daemon = Daemon::osd(id);
     let log = layout.log_file(&daemon.name());
     let uuid = keys::uuid_v4()?;
-    let key = keys::cephx_key()?;
+    let key = keys::cephx_key(cipher)?;
     let secret_json = layout.osd_secret_json(id);
     write(
         secret_json.clone(),
@@ -245,12 +252,13 @@ pub(crate) fn create_osd(
 /// Creates the OSDs concurrently (each step waits on the monitor or the disk, not the CPU).
 pub(crate) fn create_osds(
     layout: &Layout,
+    cipher: KeyCipher,
     deadline: &Deadline,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), SandboxError> {
     let results: Vec<Result<u32, SandboxError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..OSD_COUNT)
-            .map(|id| scope.spawn(move || create_osd(layout, id, deadline)))
+            .map(|id| scope.spawn(move || create_osd(layout, id, cipher, deadline)))
             .collect();
         handles
             .into_iter()
@@ -311,5 +319,36 @@ pub(crate) fn create_rgw_users(
         deadline.limit(STEP_TIMEOUT),
     )
     .map_err(|e| e.in_step("creating the Swift subuser", log))?;
+    Ok(())
+}
+
+/// The pools radosgw would create at the first bucket: made here, so that a run's first
+/// bucket does not change the cluster's pool set (a suite compares the pools before and
+/// after, and `ceph-cleanup` must not be asked about pools nobody in the run created).
+pub(crate) const BUCKET_POOLS: [&str; 2] =
+    ["default.rgw.buckets.index", "default.rgw.buckets.data"];
+
+/// Creates [`BUCKET_POOLS`] with the gateway's application tag.
+pub(crate) fn create_bucket_pools(
+    layout: &Layout,
+    deadline: &Deadline,
+) -> Result<(), SandboxError> {
+    let log = layout.log_file(&Daemon::mon().name());
+    for pool in BUCKET_POOLS {
+        // Creating an existing pool exits 0: an `up` that radosgw raced is fine.
+        ceph_cli::ceph(
+            layout,
+            &["osd", "pool", "create", pool],
+            deadline.limit(STEP_TIMEOUT),
+        )
+        .and_then(|_| {
+            ceph_cli::ceph(
+                layout,
+                &["osd", "pool", "application", "enable", pool, "rgw"],
+                deadline.limit(STEP_TIMEOUT),
+            )
+        })
+        .map_err(|e| e.in_step(format!("creating the gateway pool {pool}"), log.clone()))?;
+    }
     Ok(())
 }

@@ -24,6 +24,9 @@ pub(crate) struct ConfParams<'a> {
     pub memstore_bytes: u64,
     pub allow_pool_delete: bool,
     pub rgw_port: u16,
+    /// Set only where the release's compiled-in default is unusable
+    /// ([`crate::release::osd_class_dir`]).
+    pub osd_class_dir: Option<&'a str>,
 }
 
 /// Renders the complete `ceph.conf`.
@@ -104,6 +107,13 @@ pub(crate) fn render(p: &ConfParams<'_>) -> String {
     daemon_paths(&mut s);
     let osd_root = dir(l.data_root("osd"));
     let _ = writeln!(s, "osd_data = {osd_root}/$cluster-$id");
+    if let Some(dir) = p.osd_class_dir {
+        let _ = writeln!(
+            s,
+            "# this build's default object-class folder is relative to the working directory"
+        );
+        let _ = writeln!(s, "osd_class_dir = {dir}");
+    }
     match p.objectstore {
         ObjectStore::Memstore => {
             let _ = writeln!(s, "# data in RAM: OSD RSS grows to ~1.45x the bytes stored");
@@ -155,6 +165,7 @@ mod tests {
             memstore_bytes: 4 << 30,
             allow_pool_delete: true,
             rgw_port: 7480,
+            osd_class_dir: None,
         }
     }
 
@@ -239,6 +250,15 @@ mod tests {
             Some("1073741824")
         );
         assert_eq!(lookup(&conf, "osd", "memstore_device_bytes"), None);
+        assert_eq!(lookup(&conf, "osd", "osd_class_dir"), None);
+        let conf = render(&ConfParams {
+            osd_class_dir: Some("/usr/lib/x86_64-linux-gnu/rados-classes"),
+            ..params(&layout)
+        });
+        assert_eq!(
+            lookup(&conf, "osd", "osd_class_dir"),
+            Some("/usr/lib/x86_64-linux-gnu/rados-classes")
+        );
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub enum SandboxError {
     )]
     MissingProgram { program: String },
 
+    /// The installed Ceph is a release the sandbox does not know how to start.
+    #[error(
+        "the installed Ceph is `{found}`; the sandbox starts releases 16 to 20 (tested: {tested}); install one of those (docs/ceph-releases.md)"
+    )]
+    UnsupportedRelease { found: String, tested: String },
+
     /// An external command exited unsuccessfully.
     #[error("`{command}` failed ({status}): {output}")]
     CommandFailed {

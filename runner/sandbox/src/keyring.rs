@@ -110,7 +110,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sbx-keyring-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("k");
-        let key = crate::keys::cephx_key().unwrap();
+        let key = crate::keys::cephx_key(crate::release::KeyCipher::Aes128).unwrap();
         std::fs::write(&path, render(&[KeyEntry::rgw(key.clone())])).unwrap();
         let out = std::process::Command::new("ceph-authtool")
             .arg("-l")

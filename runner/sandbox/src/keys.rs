@@ -6,6 +6,7 @@
 use std::io::Read;
 
 use crate::error::SandboxError;
+use crate::release::KeyCipher;
 
 const URANDOM: &str = "/dev/urandom";
 
@@ -38,28 +39,29 @@ fn format_uuid(mut b: [u8; 16]) -> String {
     )
 }
 
-/// A cephx secret as `ceph-authtool --gen-print-key` prints it.
-pub(crate) fn cephx_key() -> Result<String, SandboxError> {
-    let secret: [u8; 16] = random_bytes(16)?.try_into().unwrap_or([0; 16]);
+/// A cephx secret as the release's `ceph-authtool --gen-print-key` prints it.
+pub(crate) fn cephx_key(cipher: KeyCipher) -> Result<String, SandboxError> {
+    let secret = random_bytes(cipher.secret_len())?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     Ok(encode_cephx_key(
-        secret,
+        cipher,
+        &secret,
         now.as_secs() as u32,
         now.subsec_nanos(),
     ))
 }
 
-/// Ceph's `CryptoKey` encoding: type (u16, 1 = AES), created (u32 s, u32 ns), length (u16),
-/// secret; little-endian, then base64.
-fn encode_cephx_key(secret: [u8; 16], secs: u32, nanos: u32) -> String {
-    let mut raw = Vec::with_capacity(28);
-    raw.extend_from_slice(&1u16.to_le_bytes());
+/// Ceph's `CryptoKey` encoding: type (u16: 1 = AES-128, 2 = AES-256k), created (u32 s,
+/// u32 ns), length (u16), secret; little-endian, then base64.
+fn encode_cephx_key(cipher: KeyCipher, secret: &[u8], secs: u32, nanos: u32) -> String {
+    let mut raw = Vec::with_capacity(12 + secret.len());
+    raw.extend_from_slice(&cipher.type_code().to_le_bytes());
     raw.extend_from_slice(&secs.to_le_bytes());
     raw.extend_from_slice(&nanos.to_le_bytes());
-    raw.extend_from_slice(&16u16.to_le_bytes());
-    raw.extend_from_slice(&secret);
+    raw.extend_from_slice(&(secret.len() as u16).to_le_bytes());
+    raw.extend_from_slice(secret);
     base64(&raw)
 }
 
@@ -121,15 +123,49 @@ mod tests {
         }
     }
 
+    /// Decodes a key back into (type, secs, nanos, secret).
+    fn decode(key: &str) -> (u16, u32, u32, Vec<u8>) {
+        let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut bits = 0u32;
+        let mut n = 0;
+        let mut raw = Vec::new();
+        for c in key.bytes().filter(|&c| c != b'=') {
+            bits = bits << 6 | table.iter().position(|&t| t == c).unwrap() as u32;
+            n += 6;
+            if n >= 8 {
+                n -= 8;
+                raw.push((bits >> n) as u8);
+            }
+        }
+        let u16_at = |i: usize| u16::from_le_bytes([raw[i], raw[i + 1]]);
+        let u32_at = |i: usize| u32::from_le_bytes(raw[i..i + 4].try_into().unwrap());
+        let len = u16_at(10) as usize;
+        (u16_at(0), u32_at(2), u32_at(6), raw[12..12 + len].to_vec())
+    }
+
     #[test]
-    fn cephx_key_has_ceph_shape() {
-        // Real keys from ceph-authtool start with "AQ" (type 1) and are 40 characters.
-        let key = encode_cephx_key([7; 16], 1_796_030_712, 123);
-        assert_eq!(key.len(), 40);
-        assert!(key.starts_with("AQ"), "{key}");
-        assert!(key.ends_with("=="), "{key}");
-        let live = cephx_key().unwrap();
-        assert_eq!(live.len(), 40);
+    fn keys_are_encoded_as_each_release_s_authtool_prints_them() {
+        // `ceph-authtool --gen-print-key` of 16.2.15 (Debian 12) and of 20.2.4 (sid),
+        // printed here on 2026-12-02: re-encoding their fields gives the same text.
+        for (real, cipher) in [
+            (
+                "AQCqvQ9r/9glBhAAlT5nPj2dQUhMsKzw+XQb2w==",
+                KeyCipher::Aes128,
+            ),
+            (
+                "AgCqvQ9rvWlKBCAAn4rfDoEjQnIPRWmGlFpSKiy1jegfOJPSRn7qri1cr/c=",
+                KeyCipher::Aes256k,
+            ),
+        ] {
+            let (kind, secs, nanos, secret) = decode(real);
+            assert_eq!(kind, cipher.type_code(), "{real}");
+            assert_eq!(secret.len(), cipher.secret_len(), "{real}");
+            assert_eq!(encode_cephx_key(cipher, &secret, secs, nanos), real);
+            let live = cephx_key(cipher).unwrap();
+            assert_eq!(live.len(), real.len());
+            assert_eq!(live[..2], real[..2]);
+            assert_eq!(decode(&live).3.len(), cipher.secret_len());
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod error;
 mod http_probe;
 mod keyring;
 mod keys;
+mod known_warnings;
 mod layout;
 mod logs;
 mod options;
@@ -33,6 +34,7 @@ mod ports;
 mod process;
 mod readiness;
 pub mod registry;
+mod release;
 mod status;
 mod up;
 mod wait;
@@ -47,6 +49,7 @@ pub use options::{
     DEFAULT_BLUESTORE_BYTES, DEFAULT_DIR, DEFAULT_MEMSTORE_BYTES, DEFAULT_RGW_PORT, DIR_ENV,
     ObjectStore, SandboxOptions, default_dir,
 };
+pub use release::CephRelease;
 pub use status::{DaemonStatus, Status};
 pub use up::{REQUIRED_PROGRAMS, missing_programs};
 

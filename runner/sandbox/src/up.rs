@@ -9,16 +9,18 @@ use crate::daemons::{Daemon, MON_ID, OSD_COUNT};
 use crate::env::SandboxEnv;
 use crate::error::SandboxError;
 use crate::http_probe;
+use crate::known_warnings;
 use crate::layout::{Layout, MARKER};
 use crate::options::SandboxOptions;
 use crate::pids;
 use crate::ports;
 use crate::process::{Deadline, find_program};
 use crate::readiness::{OsdDump, PgReadiness, PgStat, mgr_available, quorum_names};
+use crate::release;
 use crate::wait::{Poll, wait_until};
 
 /// Programs `up` runs.
-pub const REQUIRED_PROGRAMS: [&str; 7] = [
+pub const REQUIRED_PROGRAMS: [&str; 8] = [
     "ceph",
     "ceph-mon",
     "ceph-mgr",
@@ -26,6 +28,7 @@ pub const REQUIRED_PROGRAMS: [&str; 7] = [
     "radosgw",
     "radosgw-admin",
     "monmaptool",
+    "ceph-conf",
 ];
 
 /// Limit for one readiness query (the deadline may shorten it); short, because the loop retries.
@@ -71,10 +74,22 @@ pub(crate) fn up(
     if with_registry {
         ports::ensure_free(&[(crate::registry::REGISTRY_PORT, "plugin registry")])?;
     }
+    let release = release::detect()?;
+    release.check_supported()?;
+    if release.is_tested() {
+        say(&format!("Ceph {}", release.describe()));
+    } else {
+        say(&format!(
+            "Ceph {}: not a release the sandbox is tested with ({}); starting it anyway",
+            release.describe(),
+            release::TESTED.join(", ")
+        ));
+    }
+    let osd_class_dir = release::osd_class_dir()?;
     recreate(&layout)?;
 
-    let secrets = Secrets::generate()?;
-    bootstrap::write_files(&layout, opts, &secrets)?;
+    let secrets = Secrets::generate(release.key_cipher())?;
+    bootstrap::write_files(&layout, opts, &secrets, osd_class_dir.as_deref())?;
 
     // From here on daemons may run: stop them again if `up` fails, so a failed `up` does
     // not leave half a cluster holding the ports. The directory stays for its logs.
@@ -135,7 +150,7 @@ fn start_and_wait(
     let pid = bootstrap::start_daemon(layout, &mgr, deadline)?;
     say(&format!("mgr {} started (pid {pid})", mgr.id));
 
-    bootstrap::create_osds(layout, deadline, say)?;
+    bootstrap::create_osds(layout, secrets.cipher, deadline, say)?;
 
     let rgw = Daemon::rgw();
     let pid = bootstrap::start_daemon(layout, &rgw, deadline)?;
@@ -174,6 +189,11 @@ fn start_and_wait(
         "S3 user {} and Swift user {SWIFT_SUBUSER} created",
         bootstrap::RGW_UID
     ));
+    bootstrap::create_bucket_pools(layout, deadline)?;
+    say(&format!(
+        "gateway bucket pools {} created",
+        bootstrap::BUCKET_POOLS.join(", ")
+    ));
 
     let env = sandbox_env(layout, opts, secrets);
     let mut last_pgs = String::new();
@@ -207,7 +227,38 @@ fn start_and_wait(
         }
     })?;
     say("rgw answering S3 and Swift");
+    acknowledge_known_warnings(layout, deadline, say)?;
     Ok(env)
+}
+
+/// Mutes the health warnings a release raises on every fresh cluster of its own
+/// (`known_warnings`), saying which and why; every other check stays as it is.
+fn acknowledge_known_warnings(
+    layout: &Layout,
+    deadline: &Deadline,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), SandboxError> {
+    let json = ceph_json(layout, &["health", "detail"], deadline.limit(QUERY_TIMEOUT))?;
+    let detail: serde_json::Value =
+        serde_json::from_str(json.trim()).map_err(|e| SandboxError::Parse {
+            what: "`ceph health detail -f json`".into(),
+            detail: e.to_string(),
+        })?;
+    for warning in known_warnings::find(&detail) {
+        // Sticky: the mute stays when the count changes (a module retried).
+        ceph_json(
+            layout,
+            &["health", "mute", warning.code, "--sticky"],
+            deadline.limit(QUERY_TIMEOUT),
+        )?;
+        say(&format!(
+            "muted {}: {} mgr modules cannot load here (PyO3 in subinterpreters; none is used by a stage): {}",
+            warning.code,
+            warning.modules.len(),
+            warning.modules.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// PG readiness from the OSD map and the manager's PG stats (the manager must be active,

@@ -64,9 +64,13 @@ impl Drop for DownOnDrop {
     }
 }
 
+/// The tests of this file take turns: each needs the Ceph ports to itself.
+static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 #[ignore = "needs exclusive ports 3300/6789/7480; run by .ci/run in sequence"]
 fn up_use_down() {
+    let _turn = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     // Run on purpose (`--ignored`, by scripts/test.sh, which installs Ceph):
     // without Ceph it fails rather than passing as if it had tested anything.
     let missing = pipeline_sandbox::missing_programs();
@@ -169,20 +173,30 @@ fn up_use_down() {
     // status, and a second up is refused
     let status = pipeline_sandbox::status(&dir).unwrap();
     assert!(status.all_running(), "{status}");
-    assert_eq!(status.health.as_deref(), Some("HEALTH_OK"));
+    // (18.2 on Debian: "HEALTH_OK (muted: 13 mgr modules have failed dependencies)")
+    let health = status.health.as_deref().unwrap_or_default();
+    assert!(health.starts_with("HEALTH_OK"), "{health}");
     let err = pipeline_sandbox::up(&opts, &mut |_| {}).unwrap_err();
     assert!(matches!(err, SandboxError::AlreadyRunning { .. }), "{err}");
     let pids: Vec<u32> = status.daemons.iter().filter_map(|d| d.pid).collect();
-    // 1 mon, 1 mgr, 3 OSDs, the gateway, and the plugin registry (installed by
-    // scripts/install-deps.sh).
-    assert!(
-        pipeline_sandbox::registry::available(),
-        "docker-registry is installed"
-    );
-    assert_eq!(pids.len(), 7, "{status}");
-    assert_eq!(env.registry.as_deref(), Some("127.0.0.1:5055"));
-    let v2 = http_get(5055, "/v2/", &[]);
-    assert!(v2.starts_with("HTTP/1.1 200"), "{v2}");
+    // 1 mon, 1 mgr, 3 OSDs, the gateway, and the plugin registry where
+    // docker-registry is installed (scripts/install-deps.sh installs it on the
+    // host; the release roots of scripts/test-ceph-release.sh have none).
+    if pipeline_sandbox::registry::available() {
+        assert_eq!(pids.len(), 7, "{status}");
+        assert_eq!(env.registry.as_deref(), Some("127.0.0.1:5055"));
+        let v2 = http_get(5055, "/v2/", &[]);
+        assert!(v2.starts_with("HTTP/1.1 200"), "{v2}");
+    } else {
+        assert_eq!(pids.len(), 6, "{status}");
+        assert_eq!(env.registry, None);
+    }
+    // The gateway's bucket pools exist before any bucket does.
+    let out = ceph(&env.ceph_conf, &["osd", "pool", "ls", "-f", "json"]);
+    let pools: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    for pool in ["default.rgw.buckets.index", "default.rgw.buckets.data"] {
+        assert!(pools.iter().any(|p| p == pool), "{pool} missing: {pools:?}");
+    }
 
     // down stops exactly those, then a second down finds nothing
     let start = Instant::now();
@@ -202,4 +216,57 @@ fn up_use_down() {
     }
     let again = pipeline_sandbox::down(&dir, false).unwrap();
     assert!(again.stopped.is_empty());
+}
+
+#[test]
+#[ignore = "needs exclusive ports 3300/6789/7480; run by .ci/run in sequence"]
+fn bluestore_on_sparse_files_stores_and_reads_back() {
+    let _turn = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = PathBuf::from(format!(
+        "/tmp/pipeline-sandbox-bluestore-{}",
+        std::process::id()
+    ));
+    let _ = pipeline_sandbox::down(&dir, false);
+    let _down = DownOnDrop(dir.clone());
+    let opts = SandboxOptions {
+        dir: dir.clone(),
+        objectstore: pipeline_sandbox::ObjectStore::Bluestore { size: 2 << 30 },
+        ..SandboxOptions::default()
+    };
+    let start = Instant::now();
+    let env = pipeline_sandbox::up(&opts, &mut |line| println!("{line}")).expect("up");
+    println!("bluestore up took {:.1} s", start.elapsed().as_secs_f64());
+    let out = ceph(&env.ceph_conf, &["osd", "metadata", "-f", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let osds: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stores: Vec<&str> = osds
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["osd_objectstore"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(stores, ["bluestore"; 3], "{osds:#}");
+    // An object written through one OSD set is read back whole.
+    let payload = dir.join("payload");
+    let data: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(&payload, &data).unwrap();
+    let rados = |args: &[&str]| {
+        Command::new("timeout")
+            .arg("60")
+            .arg("rados")
+            .args(args)
+            .env("CEPH_CONF", &env.ceph_conf)
+            .output()
+            .expect("run rados")
+    };
+    let out = ceph(&env.ceph_conf, &["osd", "pool", "create", "sbxblue", "8"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = rados(&["-p", "sbxblue", "put", "obj", payload.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let back = dir.join("back");
+    let out = rados(&["-p", "sbxblue", "get", "obj", back.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(std::fs::read(&back).unwrap() == data, "read back differs");
+    pipeline_sandbox::down(&dir, false).expect("down");
+    assert!(!dir.exists());
 }
