@@ -13,6 +13,7 @@ pub mod fio;
 pub mod iperf3;
 pub mod rados_bench;
 pub mod rbd_bench;
+pub mod rgw_perf;
 mod scan;
 pub mod swift_bench;
 
@@ -43,6 +44,10 @@ pub const FORMATS: &[(&str, &str)] = &[
         "swift-bench",
         "swift-bench (OpenStack, 2.0.0) log: its **FINAL** line per phase",
     ),
+    (
+        "rgw-perf",
+        "radosgw admin socket `perf dump` or `counter dump`: put/get ops and bytes (Ceph 16.2 to 20.2 layouts)",
+    ),
 ];
 
 /// Parses `text` as the output named by `format` (one of [`FORMATS`]).
@@ -55,6 +60,7 @@ pub fn parse(format: &str, text: &str) -> Result<Measurement, ParseError> {
         "iperf3-json" => iperf3::parse_json(text),
         "iperf-text" => iperf3::parse_text(text),
         "swift-bench" => swift_bench::parse(text),
+        "rgw-perf" => rgw_perf::parse(text),
         _ => Err(ParseError::UnknownFormat {
             format: format.to_string(),
             known: FORMATS
