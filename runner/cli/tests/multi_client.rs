@@ -163,7 +163,7 @@ fn two_hosts_count_what_the_gateway_counts_and_merge_their_histograms() {
     ];
     assert_eq!(
         moved, ours,
-        "gateway (put, put_b, get, get_b) moved by {moved:?}, we report {ours:?}"
+        "gateway (put, put bytes, get, get bytes) moved by {moved:?}, we report {ours:?}"
     );
     assert_eq!(total(s3, "ops", "put"), 600, "node1 + node2 + all");
 
