@@ -136,7 +136,7 @@ enum Command {
     },
     /// Print the normalized metrics (JSON) of a saved tool output.
     Parse {
-        /// rados-bench, rbd-bench, fio-json, dd, iperf3-json, iperf-text, swift-bench
+        /// rados-bench, rbd-bench, fio-json, dd, iperf3-json, iperf-text, swift-bench, rgw-perf
         format: String,
         file: PathBuf,
     },
