@@ -191,6 +191,10 @@ impl TypedStage for Fio {
         true
     }
 
+    fn client_root(&self) -> bool {
+        true
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
         let engine = config.engine;

@@ -210,6 +210,11 @@ pub fn run(
                 if let Some(e) = &c.error {
                     eprintln!("error: no comparison with {}: {e}", c.baseline);
                 }
+                if !c.regressions.is_empty() {
+                    for line in crate::compare::environment_lines(&c.environment_changes) {
+                        eprintln!("{line}");
+                    }
+                }
                 for g in &c.regressions {
                     eprintln!("{}", crate::compare::regression_line(g));
                 }

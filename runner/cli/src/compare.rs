@@ -51,6 +51,28 @@ pub fn regression_line(r: &compare::Regression) -> String {
     )
 }
 
+/// Before the regression lines: what differs between the runs besides the
+/// figures (a client upgrade, a daemon upgrade, a new kernel), one line
+/// each; settings of `ceph config dump` are counted.
+pub fn environment_lines(changes: &[compare::environment::EnvironmentChange]) -> Vec<String> {
+    use compare::environment::ChangeKind;
+    let mut lines: Vec<String> = changes
+        .iter()
+        .filter(|c| c.kind != ChangeKind::Config)
+        .map(|c| format!("changed: {}", c.describe()))
+        .collect();
+    let settings = changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Config)
+        .count();
+    if settings > 0 {
+        lines.push(format!(
+            "changed: {settings} setting(s) of `ceph config dump` (see the comparison)"
+        ));
+    }
+    lines
+}
+
 pub fn run(
     baseline: &Path,
     candidates: &[PathBuf],
@@ -110,6 +132,9 @@ pub fn run(
     if comparison.regressions.is_empty() {
         EXIT_OK
     } else {
+        for line in environment_lines(&comparison.environment.changes) {
+            eprintln!("{line}");
+        }
         for r in &comparison.regressions {
             eprintln!("{}", regression_line(r));
         }

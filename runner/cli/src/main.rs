@@ -154,6 +154,24 @@ enum Command {
         #[arg(long = "for")]
         for_: Option<String>,
     },
+    /// Runs a command of a stage with `client:` inside its client root: a
+    /// private mount namespace, bind mounts of what the tools need, chroot,
+    /// exec (started by the runner; nothing stays mounted after it).
+    #[command(hide = true, name = "client-exec")]
+    ClientExec {
+        /// The client root.
+        #[arg(long)]
+        root: PathBuf,
+        /// A host path to show at the same path inside the root.
+        #[arg(long = "bind")]
+        binds: Vec<PathBuf>,
+        /// The working folder inside the root (default /).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -299,6 +317,19 @@ fn main() -> ExitCode {
                 Box::new(std::io::stdout()),
             );
             return ExitCode::from(code as u8);
+        }
+        Command::ClientExec {
+            root,
+            binds,
+            cwd,
+            command,
+        } => {
+            // Returns only when the root could not be entered or the
+            // program not started.
+            let error =
+                pipeline_engine::client_root::enter(&root, &binds, cwd.as_deref(), &command);
+            eprintln!("error: {error}");
+            return ExitCode::from(error.exit_code());
         }
         Command::Sandbox { command } => match command {
             SandboxCommand::Up {

@@ -300,3 +300,58 @@ fn history_chart_rings_the_run_where_the_gate_fired() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Two real runs of `tests/client-roots/client-release.yaml` that differ
+/// only in the client (16.2 from this machine, 18.2 from the trixie root):
+/// the client release is named above the figures, beside each regression,
+/// and on stderr before the regression lines.
+#[test]
+fn a_client_upgrade_is_named_above_the_figures() {
+    const HOST: &str = "tests/compare/client-16.2.results.json";
+    const REEF: &str = "tests/compare/client-18.2.results.json";
+    let out = common::pipeline(&["compare", HOST, REEF]);
+    let (code, stdout, stderr) = text(&out);
+    if let Some(diff) = common::golden(
+        &common::root().join("tests/compare/client-16.2-vs-18.2.md"),
+        &stdout,
+    ) {
+        panic!("{diff}");
+    }
+    let change = stdout
+        .find("- client librbd 16.2.15 → 18.2.7 (fio-rbd)")
+        .expect("the librbd change");
+    let regressions = stdout.find("## Regressions").unwrap();
+    let figures = stdout.find("## fio-rbd").unwrap();
+    assert!(change < regressions && regressions < figures, "{stdout}");
+    // These single runs moved fio's figures past 5%: each regression says
+    // what changed under it.
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stdout.contains("past its threshold of 5%; changed: client librados, librbd, rbd 16.2.15 → 18.2.7; client fio 3.33 → 3.39"),
+        "{stdout}"
+    );
+    let first_regression = stderr.find("regression: ").expect("regression lines");
+    assert!(
+        stderr[..first_regression].contains("changed: client librbd 16.2.15 → 18.2.7 (fio-rbd)"),
+        "{stderr}"
+    );
+    // The JSON output has the same changes.
+    let json = common::pipeline(&["compare", HOST, REEF, "--format", "json"]);
+    let c: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let whats: Vec<&str> = c["environment"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(whats, ["librados", "librbd", "rados", "rbd", "fio"]);
+    assert_eq!(
+        c["environment"]["compared"],
+        serde_json::json!([
+            "client versions",
+            "daemon versions",
+            "configuration",
+            "kernels"
+        ])
+    );
+}

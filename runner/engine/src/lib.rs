@@ -5,6 +5,7 @@
 
 pub mod cancel;
 pub mod ceph;
+pub mod client_versions;
 pub mod compare;
 pub mod compile;
 pub mod config;
@@ -31,4 +32,6 @@ pub mod terminal;
 
 pub use pipeline_model as model;
 // The stage API lives in its own crate; re-exported so the engine reads as one.
-pub use pipeline_stage_api::{context, exec, ledger_journal, params, registry, secrets, stage};
+pub use pipeline_stage_api::{
+    client_root, context, exec, ledger_journal, params, registry, secrets, stage,
+};

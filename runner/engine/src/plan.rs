@@ -72,6 +72,32 @@ pub struct PlannedStage {
     /// Runs of each instance (`repeat:`, at least 1), and the pause between them.
     pub repeat: u32,
     pub repeat_pause: Duration,
+    /// `client:`: the client tools this instance runs (`None`: this
+    /// machine's own, unnamed).
+    pub client: Option<StageClient>,
+}
+
+/// A stage instance's `client:`, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageClient {
+    /// Its name in the suite's `clients:` (`None`: a root given on the stage).
+    pub name: Option<String>,
+    /// Where its tools come from; `None`: this machine's own.
+    pub root: Option<pipeline_stage_api::client_root::ClientRoot>,
+}
+
+impl StageClient {
+    /// `18.2 (root /var/cache/pipeline/roots/trixie, entered through chroot)`.
+    pub fn describe(&self) -> String {
+        let name = self.name.as_deref().unwrap_or("unnamed");
+        match &self.root {
+            Some(root) => format!(
+                "{name} (root {}, entered through chroot in a private mount namespace)",
+                root.root.display()
+            ),
+            None => format!("{name} (this machine's own tools)"),
+        }
+    }
 }
 
 impl PlannedStage {
@@ -254,6 +280,9 @@ impl Plan {
                 let _ = writeln!(out);
                 if let Some(w) = &s.when {
                     let _ = writeln!(out, "     when: {w}");
+                }
+                if let Some(client) = &s.client {
+                    let _ = writeln!(out, "     client: {}", client.describe());
                 }
                 if !(s.targets.len() == 1 && s.targets[0].is_local()) {
                     let hosts: Vec<String> = s.targets.iter().map(|h| h.describe()).collect();

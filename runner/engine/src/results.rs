@@ -193,6 +193,10 @@ pub struct StageRecord {
     /// For `repeat: N`: how many ran, and each metric over the repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repetitions: Option<crate::repetition::Repetitions>,
+    /// The client tools (rados, rbd, fio) the stage ran, per host, with
+    /// their versions and the librados/librbd they load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_versions: Vec<crate::client_versions::ClientVersions>,
 }
 
 /// CPU time (user + system) of a stage's commands, summed over the commands

@@ -90,6 +90,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         stage_dir_suffix: String::new(),
         folders: plan.stage_folders(),
         save_error: None,
+        versions: Default::default(),
         results: RunResults {
             schema_version: crate::results::SCHEMA_VERSION,
             run_id: run_id.clone(),
@@ -294,6 +295,7 @@ pub fn clean_up_again(
         stage_dir_suffix: suffix.to_string(),
         folders: plan.stage_folders(),
         save_error: None,
+        versions: Default::default(),
         results,
     };
     let cancel = signals.token();
@@ -352,6 +354,8 @@ struct Runner<'p> {
     folders: BTreeMap<String, String>,
     /// The first failure to write results.json.
     save_error: Option<String>,
+    /// The client versions read so far, by host and client root.
+    versions: crate::client_versions::VersionCache,
 }
 
 impl Runner<'_> {
@@ -436,6 +440,7 @@ impl Runner<'_> {
             commands: Vec::new(),
             command_cpu: None,
             repetitions: None,
+            client_versions: Vec::new(),
         }
     }
 
@@ -508,6 +513,7 @@ impl Runner<'_> {
         let show = |m: &str| bar.message(m);
         let planned = stage.repeat.max(1);
         let mut completed = 0;
+        let mut tools = ToolsUsed::default();
         for k in 1..=planned {
             if k > 1 {
                 show(&format!(
@@ -546,6 +552,7 @@ impl Runner<'_> {
             } else {
                 job.run_here(&work_dir, &mut self.ledger)
             };
+            tools.add(&ran.tools);
             if planned == 1 {
                 self.record_outcome(&mut record, ran, &work_dir);
                 completed = 1;
@@ -578,9 +585,36 @@ impl Runner<'_> {
         let elapsed = clock.elapsed();
         record.ended_at = Some(rfc3339(Utc::now()));
         record.duration_s = Some(elapsed.as_secs_f64());
+        if !cancel.is_cancelled() && !tools.by_host.is_empty() {
+            show("reading the client tools' versions");
+            self.record_client_versions(stage, &mut record, &tools, cancel);
+        }
         bar.finish(&finish_line(&record, elapsed));
         self.remember(stage, record.status, &record.outputs);
         record
+    }
+
+    /// The versions of the client tools the stage ran, per host (probed
+    /// once per host and client root, after the stage's own commands).
+    fn record_client_versions(
+        &mut self,
+        stage: &PlannedStage,
+        record: &mut StageRecord,
+        tools: &ToolsUsed,
+        cancel: &CancelToken,
+    ) {
+        let ctx = crate::client_versions::ProbeContext {
+            run_dir: &self.run_dir,
+            ceph: &self.plan.ceph,
+            cancel,
+        };
+        for (host, used) in &tools.by_host {
+            let (versions, note) = self
+                .versions
+                .versions(host, stage.client.as_ref(), used, &ctx);
+            record.client_versions.push(versions);
+            record.notes.extend(note);
+        }
     }
 
     /// A stage that failed before it started (its `when` or parameters).
@@ -621,6 +655,7 @@ impl Runner<'_> {
             outcome,
             commands,
             mut artifacts,
+            tools: _,
         } = ran;
         record.command_cpu = CommandCpu::of(&commands);
         record.commands = commands;
@@ -722,6 +757,34 @@ struct Ran {
     outcome: Result<StageOutput, StageError>,
     commands: Vec<CommandRecord>,
     artifacts: Vec<Artifact>,
+    /// The client tools each host ran.
+    tools: Vec<(crate::hosts::Host, Vec<String>)>,
+}
+
+/// The client tools a stage ran on each host, over its repetitions.
+#[derive(Default)]
+struct ToolsUsed {
+    by_host: Vec<(crate::hosts::Host, Vec<String>)>,
+}
+
+impl ToolsUsed {
+    fn add(&mut self, ran: &[(crate::hosts::Host, Vec<String>)]) {
+        for (host, tools) in ran.iter().filter(|(_, t)| !t.is_empty()) {
+            let at = match self.by_host.iter().position(|(h, _)| h.name == host.name) {
+                Some(i) => i,
+                None => {
+                    self.by_host.push((host.clone(), Vec::new()));
+                    self.by_host.len() - 1
+                }
+            };
+            let known = &mut self.by_host[at].1;
+            for tool in tools {
+                if !known.contains(tool) {
+                    known.push(tool.clone());
+                }
+            }
+        }
+    }
 }
 
 /// What one host's run of a stage needs.
@@ -745,6 +808,8 @@ struct HostRun {
     ledger: Vec<Resource>,
     /// With `sync_start`: when its measured command did start, in its clock.
     started: Option<std::time::SystemTime>,
+    /// The client tools it ran.
+    tools: Vec<String>,
 }
 
 impl HostRun {
@@ -756,6 +821,7 @@ impl HostRun {
             artifacts: Vec::new(),
             ledger: Vec::new(),
             started: None,
+            tools: Vec::new(),
         }
     }
 }
@@ -773,6 +839,7 @@ impl HostJob<'_> {
             outcome: run.outcome,
             commands: run.commands,
             artifacts: run.artifacts,
+            tools: vec![(run.host, run.tools)],
         }
     }
 
@@ -794,6 +861,7 @@ impl HostJob<'_> {
                     outcome: Err(e),
                     commands: Vec::new(),
                     artifacts: Vec::new(),
+                    tools: Vec::new(),
                 };
             }
         };
@@ -802,6 +870,7 @@ impl HostJob<'_> {
         let mut commands = Vec::new();
         let mut artifacts = Vec::new();
         let mut started = Vec::new();
+        let mut tools = Vec::new();
         for chunk in stage.targets.chunks(stage.parallel.max(1)) {
             let before = ledger.clone();
             let runs: Vec<HostRun> = std::thread::scope(|scope| {
@@ -825,6 +894,7 @@ impl HostJob<'_> {
                 commands.extend(run.commands);
                 artifacts.extend(run.artifacts);
                 started.push(run.started);
+                tools.push((run.host.clone(), run.tools));
                 results.push((run.host, run.outcome));
             }
         }
@@ -840,6 +910,7 @@ impl HostJob<'_> {
             outcome,
             commands,
             artifacts,
+            tools,
         }
     }
 
@@ -867,6 +938,7 @@ impl HostJob<'_> {
             redactor: self.redactor,
             host: host.clone(),
             targets: stage.targets.clone(),
+            client: stage.client.as_ref().and_then(|c| c.root.clone()),
         });
         if let Some(seat) = seat {
             ctx.join_start_barrier(seat);
@@ -892,6 +964,7 @@ impl HostJob<'_> {
             }),
         };
         let started = ctx.synchronized_start();
+        let tools = ctx.tools_used();
         // Its seat goes with the context: hosts still waiting for this one
         // learn now that it will not come.
         let (commands, artifacts) = ctx.into_records();
@@ -902,6 +975,7 @@ impl HostJob<'_> {
             artifacts,
             ledger: ledger.clone(),
             started,
+            tools,
         }
     }
 }

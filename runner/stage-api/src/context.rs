@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::cancel::CancelToken;
 use crate::ceph::CephConnection;
+use crate::client_root::{self, ClientRoot};
 use crate::exec::{self, CommandSpec, CpuTime, Exit, TimeLimit};
 use crate::hosts::{self, Host};
 use crate::safe_fs;
@@ -119,6 +120,12 @@ pub struct StageContext<'a> {
     /// The earliest actual start of the commands started at the
     /// synchronized instant, in this host's clock.
     pub(crate) synchronized_start: Option<SystemTime>,
+    /// The client root the stage's commands run in (`client:`); `None`:
+    /// the host's own tools.
+    pub client: Option<ClientRoot>,
+    /// The client tools its commands ran (see [`client_root::tool_of`]):
+    /// whose versions the run records for this stage.
+    pub(crate) tools_used: Vec<&'static str>,
 }
 
 /// What the engine hands a stage instance when it starts it.
@@ -138,6 +145,8 @@ pub struct ContextParts<'a> {
     pub targets: Vec<Host>,
     pub ledger: &'a mut Vec<Resource>,
     pub redactor: &'a Redactor,
+    /// `client:` of the stage (this machine only).
+    pub client: Option<ClientRoot>,
 }
 
 impl<'a> StageContext<'a> {
@@ -163,6 +172,8 @@ impl<'a> StageContext<'a> {
             read_back: None,
             start_seat: None,
             synchronized_start: None,
+            client: parts.client,
+            tools_used: Vec::new(),
         }
     }
 
@@ -177,6 +188,11 @@ impl<'a> StageContext<'a> {
     /// The commands run and the artifacts written, for the stage's record.
     pub fn into_records(self) -> (Vec<CommandRecord>, Vec<Artifact>) {
         (self.commands, self.artifacts)
+    }
+
+    /// The client tools the stage's commands ran, in the order first run.
+    pub fn tools_used(&self) -> Vec<String> {
+        self.tools_used.iter().map(|t| t.to_string()).collect()
     }
 }
 
@@ -310,15 +326,28 @@ impl StageContext<'_> {
         let stdout_path = self.work_dir.join(format!("{base}.stdout"));
         let stderr_path = self.work_dir.join(format!("{base}.stderr"));
         let shown = self.redactor.redact(&spec.display());
-        let shown = if host.is_local() {
-            shown
-        } else {
-            format!("[{}] {shown}", host.name)
+        let shown = match (&self.client, host.is_local()) {
+            (Some(client), _) => format!(
+                "[client {}] {shown}",
+                client
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| client.root.display().to_string())
+            ),
+            (None, true) => shown,
+            (None, false) => format!("[{}] {shown}", host.name),
         };
         // Checked before the SSH wrap, which would hide the names from the spawn's own check.
         exec::check_env_names(spec).map_err(|e| StageError::failed(format!("{shown}: {e}")))?;
+        if let Some(tool) = client_root::tool_of(&spec.argv)
+            && !self.tools_used.contains(&tool)
+        {
+            self.tools_used.push(tool);
+        }
+        let in_root = self.in_client_root(host, spec)?;
+        let runs = in_root.as_ref().unwrap_or(spec);
         let remote_limit = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let wrapped = host.wrap(spec, remote_limit.or(spec.timeout));
+        let wrapped = host.wrap(runs, remote_limit.or(spec.timeout));
         let running =
             exec::spawn_to_files(&wrapped, &stdout_path, &stderr_path, deadline, &self.cancel)
                 .map_err(|e| match e.kind() {
@@ -335,6 +364,32 @@ impl StageContext<'_> {
                 shown,
             },
         })
+    }
+
+    /// `spec` as it runs in the stage's client root, when it has one
+    /// (`None`: as it is). Client roots are this machine's folders: the
+    /// suite is refused before the run when a stage with one has other hosts.
+    fn in_client_root(
+        &self,
+        host: &Host,
+        spec: &CommandSpec,
+    ) -> Result<Option<CommandSpec>, StageError> {
+        let Some(client) = &self.client else {
+            return Ok(None);
+        };
+        if !host.is_local() {
+            return Err(StageError::failed(format!(
+                "client root {} is a folder of this machine; host {} cannot run from it",
+                client.describe(),
+                host.name
+            )));
+        }
+        let binds = client_root::binds(&self.ceph, &self.run_dir);
+        Ok(Some(client.wrap(
+            spec,
+            Path::new(client_root::LAUNCHER),
+            &binds,
+        )))
     }
 
     /// Waits for a background command (up to its own timeout and the stage deadline).
@@ -470,10 +525,10 @@ impl StageContext<'_> {
             // The shell's "command not found".
             Exit::Code(127) => {
                 let program = spec.argv.first().cloned().unwrap_or_default();
-                let place = if host.is_local() {
-                    "this machine".to_string()
-                } else {
-                    format!("host {}", host.describe())
+                let place = match &self.client {
+                    Some(client) => format!("the client root {}", client.describe()),
+                    None if host.is_local() => "this machine".to_string(),
+                    None => format!("host {}", host.describe()),
                 };
                 Err(StageError::failed(format!(
                     "`{program}` is not installed on {place} (command not found)"
@@ -772,6 +827,7 @@ mod tests {
             targets: vec![Host::local()],
             ledger: &mut ledger,
             redactor: &redactor,
+            client: None,
         });
         let out = test(&mut ctx);
         drop(ctx);

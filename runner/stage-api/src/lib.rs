@@ -8,6 +8,7 @@
 
 pub mod cancel;
 pub mod ceph;
+pub mod client_root;
 pub mod clock;
 pub mod context;
 pub mod exec;

@@ -41,6 +41,11 @@ pub struct StageDescription {
     /// Programs the stage runs on its target hosts; checked before the run starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
+    /// `true`: the stage's commands may run from a client root (`client:`
+    /// on the stage; see [`crate::client_root`]): they are client tools
+    /// working on the cluster and the run folder only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_root: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

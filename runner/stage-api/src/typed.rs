@@ -176,6 +176,12 @@ pub trait TypedStage: Send + Sync + 'static {
         false
     }
 
+    /// Whether the stage's commands may run from a client root (see
+    /// [`StageDescription::client_root`]).
+    fn client_root(&self) -> bool {
+        false
+    }
+
     /// Checks that need more than types. Returned messages name the parameter.
     fn check(&self, _config: &Self::Config) -> Vec<(String, String)> {
         Vec::new()
@@ -263,6 +269,7 @@ impl<S: TypedStage> Stage for Typed<S> {
             capabilities: Vec::new(),
             per_host: about.per_host,
             sync_start: self.0.sync_start(),
+            client_root: self.0.client_root(),
             requires: about.requires.into_iter().map(String::from).collect(),
         }
     }

@@ -1,5 +1,6 @@
 //! `ceph-info`: what the cluster under test was, recorded with the results
-//! (versions, status, OSD tree, capacity, pools) so that a later run knows
+//! (versions, status, OSD tree, capacity, pools, the monitors' configuration
+//! database) so that a later run knows
 //! what it is compared against.
 
 use pipeline_model::{Aggregate, Direction, Metric, unit};
@@ -32,6 +33,9 @@ const QUERIES: &[(&str, &[&str])] = &[
     ("ceph osd tree", &["osd", "tree"]),
     ("ceph df", &["df"]),
     ("ceph osd pool ls detail", &["osd", "pool", "ls", "detail"]),
+    // The settings the monitors hold (not ceph.conf's): what `pipeline
+    // compare` lists when two runs' clusters were set up differently.
+    ("ceph config dump", &["config", "dump"]),
 ];
 
 impl TypedStage for CephInfo {
@@ -40,7 +44,7 @@ impl TypedStage for CephInfo {
     fn about(&self) -> About {
         About {
             name: "ceph-info",
-            summary: "Record the cluster: versions, status, OSD tree, df, pool details.",
+            summary: "Record the cluster: versions, status, OSD tree, df, pool details, config dump.",
             per_host: true,
             requires: vec!["ceph"],
             outputs: vec![

@@ -215,6 +215,10 @@ impl TypedStage for RadosBench {
         true
     }
 
+    fn client_root(&self) -> bool {
+        true
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
         if config.seconds < 1 {

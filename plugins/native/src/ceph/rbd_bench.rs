@@ -173,6 +173,10 @@ impl TypedStage for RbdBench {
         true
     }
 
+    fn client_root(&self) -> bool {
+        true
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         let mut p = Vec::new();
         if config.io_size.0 == 0 {

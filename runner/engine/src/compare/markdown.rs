@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use pipeline_model::Direction;
 
+use super::environment::ChangeKind;
 use super::{Change, Comparison, MetricComparison, Test, Verdict};
 use crate::report::escape::{cell, code, image, inline};
 use crate::report::format_value;
@@ -121,6 +122,7 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
          those a threshold names.\n",
         c.options.alpha
     );
+    environment_section(&mut out, c);
     let _ = writeln!(out, "## Regressions\n");
     if c.regressions.is_empty() {
         let _ = writeln!(out, "None: no metric is worse past its threshold.\n");
@@ -134,7 +136,7 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
             .join(", ");
         let _ = writeln!(
             out,
-            "- **{}** `{}`{}: {} → {} ({}), past its threshold of {}%{}",
+            "- **{}** `{}`{}: {} → {} ({}), past its threshold of {}%{}{}",
             cell(&r.stage),
             cell(&r.metric),
             if l.is_empty() {
@@ -150,7 +152,8 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
                 format!(" in {}", candidate_name(c, r.candidate))
             } else {
                 String::new()
-            }
+            },
+            beside(&regression_changes(c, r))
         );
     }
     if !c.regressions.is_empty() {
@@ -218,6 +221,90 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
         out.push('\n');
     }
     out.trim_end().to_string() + "\n"
+}
+
+/// Most settings listed one by one; the rest are counted (the JSON output
+/// has them all).
+const MAX_CONFIG_LINES: usize = 20;
+
+/// What differs between the runs' environments, above the figures.
+fn environment_section(out: &mut String, c: &Comparison) {
+    let _ = writeln!(out, "## What differs between the runs\n");
+    let env = &c.environment;
+    if env.changes.is_empty() {
+        let _ = if env.compared.is_empty() {
+            writeln!(out, "Nothing to compare: the runs recorded no versions.\n")
+        } else {
+            writeln!(
+                out,
+                "Nothing recorded differs ({}).\n",
+                env.compared.join(", ")
+            )
+        };
+        return;
+    }
+    let mut config_lines = 0;
+    let mut config_left = 0;
+    for change in &env.changes {
+        if change.kind == ChangeKind::Config {
+            config_lines += 1;
+            if config_lines > MAX_CONFIG_LINES {
+                config_left += 1;
+                continue;
+            }
+        }
+        let mut line = format!("- {}", inline(&change.describe()));
+        if c.candidates.len() > 1 {
+            line.push_str(&format!(" in {}", candidate_name(c, change.candidate)));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if config_left > 0 {
+        let _ = writeln!(
+            out,
+            "- and {config_left} more setting(s) of `ceph config dump` (all of them in `--format json`)"
+        );
+    }
+    out.push('\n');
+}
+
+/// The environment changes that concern a regression's stage: its
+/// client's, the cluster's and the kernels' (configuration changes are
+/// listed above, not repeated on every line).
+pub fn regression_changes<'a>(
+    c: &'a Comparison,
+    r: &super::Regression,
+) -> Vec<&'a super::environment::EnvironmentChange> {
+    c.environment
+        .changes
+        .iter()
+        .filter(|e| {
+            e.candidate == r.candidate && e.kind != ChangeKind::Config && e.concerns(&r.stage)
+        })
+        .collect()
+}
+
+/// `; changed: client librados, librbd 16.2.15 → 18.2.7` after a
+/// regression: its changes, those from one version to another as one.
+fn beside(changes: &[&super::environment::EnvironmentChange]) -> String {
+    let mut merged: Vec<super::environment::EnvironmentChange> = Vec::new();
+    for change in changes {
+        match merged.iter_mut().find(|m| {
+            m.kind == change.kind && m.baseline == change.baseline && m.value == change.value
+        }) {
+            Some(m) => m.what = format!("{}, {}", m.what, change.what),
+            None => {
+                let mut short = (*change).clone();
+                short.stages.clear();
+                merged.push(short);
+            }
+        }
+    }
+    if merged.is_empty() {
+        return String::new();
+    }
+    let what: Vec<String> = merged.iter().map(|m| inline(&m.describe())).collect();
+    format!("; changed: {}", what.join("; "))
 }
 
 fn candidate_name(c: &Comparison, i: usize) -> String {

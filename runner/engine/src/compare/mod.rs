@@ -21,6 +21,7 @@
 //! possible and the threshold alone decides, which the output says.
 
 pub mod charts;
+pub mod environment;
 pub mod markdown;
 pub mod stats;
 pub mod thresholds;
@@ -66,6 +67,9 @@ pub struct Comparison {
     pub baseline: RunInfo,
     pub candidates: Vec<RunInfo>,
     pub options: CompareOptions,
+    /// What differs between the runs' environments (client and daemon
+    /// versions, cluster configuration, kernels).
+    pub environment: environment::EnvironmentDiff,
     pub stages: Vec<StageComparison>,
     /// Gated metrics worse past their threshold: `compare` exits 1 on any.
     pub regressions: Vec<Regression>,
@@ -181,6 +185,9 @@ pub struct RunComparison {
     /// Gated metrics worse past their threshold: the run exits 1.
     #[serde(default)]
     pub regressions: Vec<Regression>,
+    /// What differs between the baseline's environment and this run's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment_changes: Vec<environment::EnvironmentChange>,
     /// Why no comparison could be made (the baseline became unreadable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -202,6 +209,7 @@ pub fn with_baseline(
         baseline: planned.shown.clone(),
         file: None,
         regressions: Vec::new(),
+        environment_changes: Vec::new(),
         error: Some(error),
     };
     let baseline = match RunResults::load_file(&planned.baseline).map_err(|e| e.to_string()) {
@@ -244,6 +252,7 @@ pub fn with_baseline(
         baseline: planned.shown.clone(),
         file: Some(COMPARISON_FILE.to_string()),
         regressions: comparison.regressions,
+        environment_changes: comparison.environment.changes,
         error: None,
     }
 }
@@ -413,10 +422,12 @@ pub fn compare(baseline: &Side, candidates: &[Side], options: &CompareOptions) -
             metrics,
         });
     }
+    let others: Vec<&RunResults> = candidates.iter().map(|c| c.results).collect();
     Comparison {
         baseline: info(baseline),
         candidates: candidates.iter().map(info).collect(),
         options: options.clone(),
+        environment: environment::diff(baseline.results, &others),
         stages,
         regressions,
     }

@@ -2,6 +2,7 @@
 //! check is a small function that adds diagnostics; all problems are reported
 //! together, and nothing runs unless there are none.
 
+mod clients;
 mod inventory;
 mod matrix;
 mod oci_plugins;
@@ -89,6 +90,7 @@ pub fn compile(
     let vars = vars::resolve_vars(config, options, &env, source, &mut diags);
     let ceph = vars::resolve_cluster(config, &vars, &env, source, &mut diags);
     let inventory = inventory::resolve_inventory(config, &vars, &env, source, &mut diags);
+    let clients = clients::resolve_clients(config, &vars, &env, source, &mut diags);
 
     let oci = oci_plugins::resolve(source, config, options, &mut diags);
     let scope = stages::Scope {
@@ -100,6 +102,7 @@ pub fn compile(
         inventory: &inventory,
         all_stages: config.stages.iter().chain(&config.cleanup).collect(),
         stage_outputs: stage_outputs(source, config, registry, &oci),
+        clients: &clients,
     };
     let main = stages::compile_stages(&scope, &config.stages, 0, &mut diags);
     let cleanup = stages::compile_stages(&scope, &config.cleanup, config.stages.len(), &mut diags);

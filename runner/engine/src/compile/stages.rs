@@ -28,6 +28,8 @@ pub struct Scope<'a> {
     pub all_stages: Vec<&'a StageConfig>,
     /// Output names by stage id, for stages whose plugin resolves.
     pub stage_outputs: BTreeMap<String, Vec<String>>,
+    /// The suite's `clients:`.
+    pub clients: &'a super::clients::Clients,
 }
 
 impl Scope<'_> {
@@ -122,9 +124,17 @@ fn compile_stage(
         matrix_broken: stage.matrix.is_some() && matrix.is_none(),
     };
     check_templates(scope, stage, &with, &name_scope, diags);
+    let client_scope = super::clients::StageScope {
+        source: scope.source,
+        registry: scope.registry,
+        clients: scope.clients,
+        vars: scope.vars,
+        env: scope.env,
+    };
     if let Some(plugin) = &plugin {
         check_params(scope, stage, plugin, &with, diags);
         check_grants(scope, stage, plugin, diags);
+        super::clients::check_stage(&client_scope, stage, plugin, &targets, diags);
     }
     if diags.len() > before {
         return Vec::new();
@@ -139,14 +149,24 @@ fn compile_stage(
         .iter()
         .map(|(k, v)| (k.key_text(), v.to_json()))
         .collect();
-    let instances: Vec<PlannedStage> = combos
-        .into_iter()
-        .map(|combo| PlannedStage {
-            instance_id: matrix::instance_id(&stage.id, &combo),
+    let mut instances: Vec<PlannedStage> = Vec::new();
+    for combo in combos {
+        let instance_id = matrix::instance_id(&stage.id, &combo);
+        let matrix: BTreeMap<String, Value> = combo.into_iter().collect();
+        let client = super::clients::instance_client(
+            &client_scope,
+            stage,
+            &plugin,
+            &instance_id,
+            &matrix,
+            diags,
+        );
+        instances.push(PlannedStage {
+            instance_id,
             stage_id: stage.id.value.clone(),
             plugin: plugin.clone(),
             description: stage.description.clone(),
-            matrix: combo.into_iter().collect(),
+            matrix,
             with: with_json.clone(),
             timeout,
             continue_on_error: stage.continue_on_error,
@@ -161,8 +181,9 @@ fn compile_stage(
             sync_start,
             repeat,
             repeat_pause,
-        })
-        .collect();
+            client,
+        });
+    }
     for instance in &instances {
         check_instance(scope, stage, instance, &with, diags);
     }

@@ -42,6 +42,12 @@ pub struct PipelineConfig {
     /// Hosts and groups stages can run on (`on:`). Default: this machine only.
     #[serde(default)]
     pub inventory: Option<crate::hosts::InventoryConfig>,
+    /// Client tool sets that stages can run from (`client:` on a stage), by
+    /// name, e.g. `{"16.2": {}, "18.2": {root: /var/cache/pipeline/roots/trixie}}`:
+    /// this machine's own tools, or a Debian root with another Ceph release.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, ClientConfig>>")]
+    pub clients: Option<Node>,
     /// The benchmark stages, run in order.
     pub stages: Vec<StageConfig>,
     /// Stages that ALWAYS run at the end: after success, after a failure, after Ctrl-C.
@@ -59,6 +65,39 @@ pub struct PipelineConfig {
     /// Report options.
     #[serde(default)]
     pub report: ReportConfig,
+}
+
+/// One of the suite's clients.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    /// A folder of this machine holding a Debian root with the client tools
+    /// (`rados`, `rbd`, `fio`, librados, librbd) of another Ceph release
+    /// (`scripts/ceph-root.sh 18.2` builds one); the stage's commands run
+    /// there through chroot, against the same cluster. May read `env` and
+    /// `vars`. Absent: this machine's own tools.
+    #[serde(default)]
+    pub root: Option<String>,
+}
+
+/// A stage's `client:`: a name of the suite's `clients:`, or a root of its own.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum StageClientSchema {
+    /// A name of `clients:`, or a template giving one (`"{{ matrix.client }}"`).
+    Name(String),
+    /// A root of the stage's own (see `clients:`).
+    Root(StageClientRoot),
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct StageClientRoot {
+    /// A folder of this machine holding a Debian root with the client tools
+    /// of another Ceph release; may be a template.
+    root: String,
 }
 
 /// A variable name, or `{name: NAME, default: VALUE, secret: true}`.
@@ -120,6 +159,13 @@ pub struct StageConfig {
     /// At most this many hosts at once (default 16).
     #[serde(default)]
     pub parallel: Option<Sp<u32>>,
+    /// Run the stage's client tools (rados, rbd, fio) from one of the suite's
+    /// `clients:` (a name; a template such as `"{{ matrix.client }}"` puts
+    /// the client in the matrix), or from `{root: PATH}`. On this machine;
+    /// for rados-bench, rbd-bench and fio.
+    #[serde(default)]
+    #[schemars(with = "Option<StageClientSchema>")]
+    pub client: Option<Node>,
     /// Start the measured tool on every host at the same instant, which
     /// the runner picks once all hosts are ready (clocks compared over
     /// SSH). For stages that support it (rados-bench, rbd-bench, fio), with

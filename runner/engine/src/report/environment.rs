@@ -93,11 +93,10 @@ fn file_stem(name: &str, used: &[String]) -> String {
 }
 
 /// Tables of the facts native stages record; unknown shapes are skipped.
+/// (The daemons' versions are in the report's Versions table, with the
+/// clients'.)
 pub fn summarize(env: &BTreeMap<String, Value>) -> Vec<FactTable> {
     let mut tables = Vec::new();
-    if let Some(t) = env.get("ceph versions").and_then(versions) {
-        tables.push(t);
-    }
     if let Some(t) = env.get("ceph status").and_then(status) {
         tables.push(t);
     }
@@ -129,22 +128,8 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// `ceph versions`: daemons per type and version.
-fn versions(v: &Value) -> Option<FactTable> {
-    let mut rows = Vec::new();
-    for (daemon, by_version) in v.as_object()? {
-        if daemon == "overall" {
-            continue;
-        }
-        for (version, count) in by_version.as_object()? {
-            rows.push(vec![daemon.clone(), short_version(version), text(count)]);
-        }
-    }
-    table("Ceph versions", &["daemon", "version", "count"], rows)
-}
-
 /// "ceph version 16.2.15 (618f4408...) pacific (stable)" -> "16.2.15 pacific (stable)".
-fn short_version(version: &str) -> String {
+pub fn short_version(version: &str) -> String {
     let rest = version.strip_prefix("ceph version ").unwrap_or(version);
     let is_hash = |w: &str| {
         w.len() > 10
@@ -313,35 +298,25 @@ mod tests {
         assert_eq!(
             titles,
             [
-                "Ceph versions",
                 "Cluster status",
                 "OSDs by device class",
                 "Pools",
                 "Capacity"
             ]
         );
-        assert!(
-            tables[0].rows.contains(&vec![
-                "osd".into(),
-                "16.2.15 pacific (stable)".into(),
-                "3".into()
-            ]),
-            "{:?}",
-            tables[0].rows
-        );
         assert_eq!(
-            tables[1].rows[0],
+            tables[0].rows[0],
             vec!["health".to_string(), "HEALTH_OK".into()]
         );
         assert_eq!(
-            tables[1].rows[1],
+            tables[0].rows[1],
             vec!["OSDs".to_string(), "3 total, 3 up, 3 in".into()]
         );
         assert_eq!(
-            tables[2].rows,
+            tables[1].rows,
             vec![vec!["hdd".to_string(), "3".into(), "3".into()]]
         );
-        let pool = tables[3]
+        let pool = tables[2]
             .rows
             .iter()
             .find(|r| r[0] == ".rgw.root")
@@ -351,7 +326,7 @@ mod tests {
             ["replicated".to_string(), "3".into(), "2".into(), "8".into()]
         );
         assert_eq!(
-            tables[4].rows[0],
+            tables[3].rows[0],
             vec!["total".to_string(), "12 GiB".into()]
         );
     }
@@ -359,7 +334,7 @@ mod tests {
     #[test]
     fn unknown_shapes_are_skipped_and_file_names_never_collide() {
         let mut env = BTreeMap::new();
-        env.insert("ceph versions".to_string(), Value::from(3));
+        env.insert("ceph osd tree".to_string(), Value::from(3));
         env.insert(
             "ceph status".to_string(),
             serde_json::json!({"health": {"status": "HEALTH_WARN", "checks": {"OSD_DOWN": {}}}}),

@@ -82,6 +82,7 @@ impl Exporter for MarkdownExporter {
             }
         });
         env.add_filter("combination", combination);
+        env.add_filter("change", change);
         env.add_filter("value", |v: f64, unit: String| {
             super::format_value(v, &unit)
         });
@@ -104,6 +105,7 @@ impl Exporter for MarkdownExporter {
             .iter()
             .map(super::latency_table::rows)
             .collect();
+        let versions = super::versions::rows(results);
         let client_hosts: Vec<Vec<super::client_hosts::ClientHostRow>> = results
             .stages
             .iter()
@@ -113,6 +115,7 @@ impl Exporter for MarkdownExporter {
             r => minijinja::value::Serde(results),
             latency => minijinja::value::Serde(&latency),
             client_hosts => minijinja::value::Serde(&client_hosts),
+            versions => minijinja::value::Serde(&versions),
             failures => minijinja::value::Serde(&failures),
             charts => minijinja::value::Serde(&self.charts),
             sweeps => minijinja::value::Serde(&self.sweeps),
@@ -153,6 +156,18 @@ fn combination(metric: minijinja::Value) -> String {
         .ok()
         .and_then(|m| serde_json::from_value::<pipeline_model::Metric>(m).ok())
         .and_then(|m| m.combination())
+        .unwrap_or_default()
+}
+
+/// An environment change of the comparison as one line
+/// (`client librbd 16.2.15 → 18.2.7 (fio-rbd)`).
+fn change(value: minijinja::Value) -> String {
+    serde_json::to_value(&value)
+        .ok()
+        .and_then(|v| {
+            serde_json::from_value::<crate::compare::environment::EnvironmentChange>(v).ok()
+        })
+        .map(|c| c.describe())
         .unwrap_or_default()
 }
 

@@ -7,6 +7,7 @@ pub mod environment;
 pub mod escape;
 pub mod latency_table;
 mod markdown;
+pub mod versions;
 
 use std::path::{Path, PathBuf};
 

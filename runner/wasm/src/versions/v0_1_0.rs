@@ -360,6 +360,8 @@ fn description(d: wit::Description) -> Result<StageDescription, String> {
         // The interface has no way to wait for the other hosts.
         sync_start: false,
         requires: Vec::new(),
+        // A sandboxed plugin's commands stay on the host's own tools.
+        client_root: false,
     })
 }
 
