@@ -1105,16 +1105,18 @@ fn local_gateway_cpu() -> Option<f64> {
     let mut total = 0u64;
     let mut found = false;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        // By the program it runs, not by `comm`: that is the main thread's
+        // name, and radosgw 18.2 renames its main thread (`notif-worker0`).
+        if !runs_radosgw(&entry.path()) {
+            continue;
+        }
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
         // `pid (comm) state ppid ...`: comm may hold spaces, so split at the last `)`.
-        let Some((head, rest)) = stat.rsplit_once(')') else {
+        let Some((_, rest)) = stat.rsplit_once(')') else {
             continue;
         };
-        if !head.ends_with("(radosgw") {
-            continue;
-        }
         let fields: Vec<&str> = rest.split_whitespace().collect();
         if let (Some(u), Some(s)) = (fields.get(11), fields.get(12))
             && let (Ok(u), Ok(s)) = (u.parse::<u64>(), s.parse::<u64>())
@@ -1124,6 +1126,15 @@ fn local_gateway_cpu() -> Option<f64> {
         }
     }
     found.then(|| total as f64 / ticks as f64)
+}
+
+/// Whether the process at `/proc/PID` was started as `radosgw` (its argv[0],
+/// which any user may read, unlike its `exe` link).
+fn runs_radosgw(proc_dir: &std::path::Path) -> bool {
+    std::fs::read(proc_dir.join("cmdline")).is_ok_and(|cmdline| {
+        let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        argv0.rsplit(|b| *b == b'/').next() == Some(b"radosgw".as_slice())
+    })
 }
 
 /// This process's resource usage so far (`None` if the kernel refuses).
