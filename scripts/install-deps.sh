@@ -7,8 +7,9 @@ set -euo pipefail
 # docker-registry, skopeo and apache2-utils (htpasswd): the OCI registry tests
 # start a real registry on 127.0.0.1 and read what we push with skopeo.
 # procps (pgrep, pkill): the multi-client tests look for workers on the hosts.
+# debootstrap: the release matrix builds Debian roots carrying Ceph 18.2 and 20.2.
 packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 uuid-runtime curl git
-  openssh-server openssh-client docker-registry skopeo apache2-utils procps)
+  openssh-server openssh-client docker-registry skopeo apache2-utils procps debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

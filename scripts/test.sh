@@ -2,6 +2,9 @@
 # The test command (README, and exactly what .ci/run runs): installs what is
 # missing, builds, checks formatting and lints, starts a sandbox Ceph cluster,
 # runs every unit and integration test against it, and stops the cluster.
+# Then the release matrix: the Ceph-facing integration tests again against
+# each release in PIPELINE_CEPH_RELEASES (default "18.2 20.2"; empty skips
+# it), each in a Debian root of its own (scripts/test-ceph-release.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +17,15 @@ if ! flock -n 9; then
   exit 1
 fi
 scripts/install-deps.sh
+releases="${PIPELINE_CEPH_RELEASES-18.2 20.2}"
+# The release roots (about 3 minutes each on a fresh machine, mostly download
+# and unpacking) are built while the workspace compiles.
+roots_log="$(mktemp)"
+roots_pid=""
+if [ -n "$releases" ]; then
+  (for r in $releases; do scripts/ceph-root.sh "$r" >/dev/null || exit 1; done) >"$roots_log" 2>&1 &
+  roots_pid=$!
+fi
 # The example WASM plugins, from source, into plugins/wasm/ (tests and full-baseline use them).
 plugins/guests/build.sh
 cargo fmt --manifest-path plugins/guests/Cargo.toml --all -- --check
@@ -21,6 +33,13 @@ cargo clippy --manifest-path plugins/guests/Cargo.toml --release --target wasm32
 cargo build --workspace --all-targets
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+
+if [ -n "$roots_pid" ]; then
+  wait "$roots_pid" || { cat "$roots_log" >&2; echo "error: building the release roots failed (log above)" >&2; exit 1; }
+  # The client-roots test runs rados, rbd and fio from them against the host's 16.2 sandbox.
+  export PIPELINE_CLIENT_ROOTS="${PIPELINE_ROOTS:-/var/cache/pipeline/roots}"
+fi
+rm -f "$roots_log"
 
 # The sandbox's own lifecycle test needs the Ceph ports to itself: run it first.
 cargo test -p pipeline-sandbox --test lifecycle -- --ignored
@@ -41,8 +60,22 @@ set -e
 
 ./target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"
 trap - EXIT
+
+# The release matrix, after the host's sandbox is down (the CPU is the host's
+# to share, the ports are not: each release has a network namespace of its own).
+matrix=""
+for r in $releases; do
+  set +e
+  scripts/test-ceph-release.sh "$r" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -eq 0 ] || status=1
+  matrix+=" $r $([ "$rc" -eq 0 ] && echo passed || echo FAILED);"
+done
+
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+[ -z "$matrix" ] || echo "Ceph releases:$matrix host $(ceph --version | awk '{print $3}')"
 rm -f "$log"
 exit "$status"

@@ -65,6 +65,9 @@ pub(crate) fn up(
 
     ensure_not_running(&layout)?;
     ensure_wipeable(&layout)?;
+    // The release first: an unsupported install is the answer whatever holds the ports.
+    let release = release::detect()?;
+    release.check_supported()?;
     ports::ensure_free(&[
         (MON_PORTS[0], "monitor msgr2"),
         (MON_PORTS[1], "monitor msgr1"),
@@ -74,8 +77,6 @@ pub(crate) fn up(
     if with_registry {
         ports::ensure_free(&[(crate::registry::REGISTRY_PORT, "plugin registry")])?;
     }
-    let release = release::detect()?;
-    release.check_supported()?;
     if release.is_tested() {
         say(&format!("Ceph {}", release.describe()));
     } else {
