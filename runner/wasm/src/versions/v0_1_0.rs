@@ -4,10 +4,9 @@
 use pipeline_model::{Direction, Metric, Series};
 use pipeline_stage_api::ceph::CephConnection;
 use pipeline_stage_api::exec::Exit;
+use pipeline_stage_api::metric::{Declared, MetricDecl};
 use pipeline_stage_api::params::{ParamSpec, ParamType, Params};
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, OutputSpec, StageDescription, StageError, StageOutput,
-};
+use pipeline_stage_api::stage::{Action, OutputSpec, StageDescription, StageError, StageOutput};
 use serde_json::Value as Json;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store};
@@ -335,15 +334,11 @@ fn description(d: wit::Description) -> Result<StageDescription, String> {
                 doc: o.doc,
             })
             .collect(),
-        metrics: d
-            .metrics
-            .into_iter()
-            .map(|m| MetricSpec {
-                name: m.name,
-                unit: m.unit,
-                doc: m.doc,
-            })
-            .collect(),
+        metrics: d.metrics.into_iter().map(declaration).collect(),
+        // The 0.1 interface declares name, unit and doc: each value brings
+        // its own direction and headline mark.
+        metric_values: Declared::WithoutDirection,
+        metrics_from_param: None,
         capabilities: d
             .capabilities
             .into_iter()
@@ -363,6 +358,13 @@ fn description(d: wit::Description) -> Result<StageDescription, String> {
         // A sandboxed plugin's commands stay on the host's own tools.
         client_root: false,
     })
+}
+
+/// A 0.1 declaration with the rule 0.1 implied: inferred from the unit
+/// (`sum` for rates, else `none`), as the host made its values.
+fn declaration(m: wit::MetricSpec) -> MetricDecl {
+    let rule = pipeline_model::Aggregate::inferred_from_unit(&m.unit);
+    MetricDecl::owned(m.name, m.unit, Direction::None, rule, false, m.doc)
 }
 
 fn direction(d: wit::Direction) -> Direction {
