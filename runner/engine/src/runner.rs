@@ -963,6 +963,7 @@ impl HostJob<'_> {
                 )))
             }),
         };
+        let outcome = outcome.and_then(|output| self.declared(output));
         let started = ctx.synchronized_start();
         let tools = ctx.tools_used();
         // Its seat goes with the context: hosts still waiting for this one
@@ -977,6 +978,23 @@ impl HostJob<'_> {
             started,
             tools,
         }
+    }
+}
+
+impl HostJob<'_> {
+    /// The output of one run of the stage, if every metric in it is one the
+    /// stage declares, as it declares it (native stages and WASM plugins
+    /// alike): what results.json holds is what `plugins describe` shows.
+    fn declared(&self, output: StageOutput) -> Result<StageOutput, StageError> {
+        let plugin = &self.stage.plugin;
+        let decls = plugin.stage.declared_metrics(self.params);
+        pipeline_stage_api::metric::check(
+            &plugin.description.name,
+            &decls,
+            plugin.description.metric_values,
+            &output.metrics,
+        )?;
+        Ok(output)
     }
 }
 
