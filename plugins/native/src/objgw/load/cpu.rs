@@ -1,6 +1,40 @@
 //! CPU accounting: the client's own process, the radosgw processes of this
 //! machine (a gateway on loopback), and the cores the load may keep busy.
 
+/// The CPU used since it was started: the client's own process, and the
+/// radosgw processes of this machine when the gateway is on loopback.
+pub(super) struct CpuMeter {
+    local_gateway: bool,
+    client_start: f64,
+    gateway_start: Option<f64>,
+}
+
+impl CpuMeter {
+    pub(super) fn start(local_gateway: bool) -> Self {
+        CpuMeter {
+            local_gateway,
+            client_start: process_cpu_seconds(),
+            gateway_start: local_gateway.then(local_gateway_cpu).flatten(),
+        }
+    }
+
+    /// The same again, from now.
+    pub(super) fn restart(&self) -> Self {
+        CpuMeter::start(self.local_gateway)
+    }
+
+    /// User+system CPU seconds since the start: the client's, and the local
+    /// gateway's when there is one.
+    pub(super) fn used(&self) -> (f64, Option<f64>) {
+        let client = process_cpu_seconds() - self.client_start;
+        let gateway = self
+            .gateway_start
+            .zip(self.local_gateway.then(local_gateway_cpu).flatten())
+            .map(|(start, end)| (end - start).max(0.0));
+        (client, gateway)
+    }
+}
+
 /// User+system CPU seconds of every `radosgw` process on this machine.
 pub(super) fn local_gateway_cpu() -> Option<f64> {
     // SAFETY: sysconf has no preconditions.

@@ -137,6 +137,25 @@ pub(super) struct Shared {
     pub(super) schedule: std::sync::OnceLock<Schedule>,
 }
 
+impl Shared {
+    /// Nothing issued yet: with a prefill to come every key is busy until
+    /// written, else absent; `operations` tickets, if any.
+    pub(super) fn new(target: &Arc<Target>, config: &LoadConfig, prefill: bool) -> Self {
+        Shared {
+            target: Arc::clone(target),
+            config: config.clone(),
+            slots: Slots::new(config.slots(), if prefill { BUSY } else { ABSENT }),
+            recorder: Mutex::new(Recorder::default()),
+            phase: AtomicU8::new(phase_code(Phase::Prefill)),
+            measure_start: Mutex::new(None),
+            stop_issuing: AtomicBool::new(false),
+            tickets: AtomicU64::new(config.operations.unwrap_or(u64::MAX)),
+            next_prefill: AtomicU64::new(0),
+            schedule: std::sync::OnceLock::new(),
+        }
+    }
+}
+
 /// The fixed request schedule of a target rate: request k is due at
 /// `start + k / rate`, whether or not the gateway kept up with the ones before.
 pub(super) struct Schedule {
@@ -146,6 +165,15 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
+    /// Request k due at `start + k / rate`.
+    pub(super) fn new(start: Instant, rate: f64) -> Self {
+        Schedule {
+            start,
+            interval: Duration::from_secs_f64(1.0 / rate),
+            next: AtomicU64::new(0),
+        }
+    }
+
     pub(super) fn next_due(&self) -> Instant {
         let k = self.next.fetch_add(1, Ordering::Relaxed);
         self.start + self.interval.mul_f64(k as f64)

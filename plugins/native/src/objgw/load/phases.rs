@@ -1,20 +1,19 @@
 //! The phases of a run: prefill (when the workload reads), the host's
 //! start (hosts that start together wait for each other), warm-up and the
-//! measured phase, supervised every 50 ms until the workers are done.
+//! measured phase, which the [`PhaseController`] moves along while the
+//! workers run, supervised every 50 ms until they are done.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
 
 use pipeline_stage_api::stage::StageError;
 use tokio::sync::watch;
 
 use super::super::recorder::{Phase, Recorder};
 use super::config::LoadConfig;
-use super::cpu::{local_gateway_cpu, process_cpu_seconds};
-use super::engine::{
-    ABSENT, BUSY, Schedule, Shared, Slots, Target, load_worker, phase_code, prefill_worker,
-};
+use super::cpu::CpuMeter;
+use super::engine::{Schedule, Shared, Target, load_worker, phase_code, prefill_worker};
 use super::host::LoadHost;
 
 /// How long each phase lasted and what the client's CPU did in the measured one.
@@ -28,12 +27,12 @@ pub(super) struct Timing {
     /// User+system CPU of the radosgw processes on this machine in the
     /// measured phase, when the endpoint is on loopback.
     pub(super) gateway_cpu_seconds: Option<f64>,
-    /// Wall-clock bounds of the measured phase at full load (see [`Window`]).
+    /// Wall-clock bounds of the measured phase at full load (see [`Window`](super::Window)).
     pub(super) measure_start_unix_ns: i64,
     pub(super) issuing_end_unix_ns: i64,
 }
 
-pub(super) fn unix_ns(t: std::time::SystemTime) -> i64 {
+pub(super) fn unix_ns(t: SystemTime) -> i64 {
     pipeline_stage_api::clock::unix_ns(t).clamp(0, i64::MAX as i128) as i64
 }
 
@@ -50,7 +49,7 @@ pub(super) async fn supervise(
     ctx: &dyn LoadHost,
     abort: &watch::Sender<bool>,
     handles: &[tokio::task::JoinHandle<()>],
-    mut tick: impl FnMut(),
+    mut tick: impl FnMut(Instant),
 ) -> Result<(), Interrupted> {
     loop {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -68,7 +67,7 @@ pub(super) async fn supervise(
             }
             return Err(why);
         }
-        tick();
+        tick(Instant::now());
         if handles.iter().all(|h| h.is_finished()) {
             return Ok(());
         }
@@ -84,6 +83,8 @@ pub(super) fn interrupted_error(why: Interrupted, phase: &str) -> StageError {
     }
 }
 
+/// Prefill (when the workload needs one), the start, warm-up and the
+/// measured phase; what the requests recorded, and how long each phase took.
 pub(super) fn measure(
     config: &LoadConfig,
     ctx: &dyn LoadHost,
@@ -91,73 +92,20 @@ pub(super) fn measure(
     target: &Arc<Target>,
 ) -> Result<(Recorder, Timing), StageError> {
     let prefill = config.needs_prefill();
-    let shared = Arc::new(Shared {
-        target: Arc::clone(target),
-        config: config.clone(),
-        slots: Slots::new(config.slots(), if prefill { BUSY } else { ABSENT }),
-        recorder: Mutex::new(Recorder::default()),
-        phase: AtomicU8::new(phase_code(Phase::Prefill)),
-        measure_start: Mutex::new(None),
-        stop_issuing: AtomicBool::new(false),
-        tickets: AtomicU64::new(config.operations.unwrap_or(u64::MAX)),
-        next_prefill: AtomicU64::new(0),
-        schedule: std::sync::OnceLock::new(),
-    });
+    let shared = Arc::new(Shared::new(target, config, prefill));
     let (abort_tx, abort_rx) = watch::channel(false);
-
     let prefill_time = if prefill {
-        ctx.progress(&format!("prefill: {} objects", config.slots()));
-        let started = Instant::now();
-        let handles: Vec<_> = (0..config.concurrency)
-            .map(|_| runtime.spawn(prefill_worker(Arc::clone(&shared), abort_rx.clone())))
-            .collect();
-        runtime
-            .block_on(supervise(ctx, &abort_tx, &handles, || {}))
-            .map_err(|why| interrupted_error(why, "prefill"))?;
-        let rec = shared.recorder.lock().expect("recorder lock");
-        let (ops, errors) = rec.totals(Phase::Prefill);
-        fail_on_errors(
-            config,
-            ops,
-            errors,
-            &rec.error_summary(Phase::Prefill),
-            "prefill",
-        )?;
-        started.elapsed()
+        run_prefill(config, ctx, runtime, &shared, (&abort_tx, &abort_rx))?
     } else {
         Duration::ZERO
     };
 
     // Hosts that start together wait for each other here, prefilled.
     ctx.wait_for_start()?;
-    let warmup = config.warmup.0;
-    let start = Instant::now();
-    let wall_start = std::time::SystemTime::now();
-    let wall = |t: Instant| unix_ns(wall_start + t.saturating_duration_since(start));
-    let mut issuing_end: Option<Instant> = None;
-    // Finished seconds of the measured phase handed to the host so far.
-    let mut seconds_handed = 0;
-    let mut cpu_start = process_cpu_seconds();
-    // A gateway on this machine: its CPU over the measured phase too.
-    let local_gateway = target.client.is_loopback();
-    let mut gateway_start = local_gateway.then(local_gateway_cpu).flatten();
-    if warmup.is_zero() {
-        *shared.measure_start.lock().expect("measure_start lock") = Some(start);
-        shared
-            .phase
-            .store(phase_code(Phase::Measure), Ordering::Release);
-    } else {
-        shared
-            .phase
-            .store(phase_code(Phase::Warmup), Ordering::Release);
-    }
+    let mut phases = PhaseController::begin(config, &shared, ctx, target.client.is_loopback());
     ctx.progress(&config.describe_workload());
     if let Some(rate) = config.rate {
-        let _ = shared.schedule.set(Schedule {
-            start,
-            interval: Duration::from_secs_f64(1.0 / rate),
-            next: AtomicU64::new(0),
-        });
+        let _ = shared.schedule.set(Schedule::new(phases.start, rate));
     }
     let handles: Vec<_> = (0..config.concurrency)
         .map(|i| {
@@ -168,82 +116,10 @@ pub(super) fn measure(
             ))
         })
         .collect();
-    let by_count = config.operations.is_some();
-    let mut steady = false;
-    let tick = || {
-        let now = Instant::now();
-        let mut measure_start = shared.measure_start.lock().expect("measure_start lock");
-        if measure_start.is_none() && now.duration_since(start) >= warmup {
-            *measure_start = Some(now);
-            shared
-                .phase
-                .store(phase_code(Phase::Measure), Ordering::Release);
-            cpu_start = process_cpu_seconds();
-            gateway_start = local_gateway.then(local_gateway_cpu).flatten();
-        }
-        if !by_count
-            && let Some(s) = *measure_start
-            && now.duration_since(s) >= config.duration.0
-        {
-            shared.stop_issuing.store(true, Ordering::Relaxed);
-        }
-        // Once a second has finished, not every tick: the recorder's lock
-        // is the workers' too.
-        let finished_seconds = measure_start.map(|s| now.duration_since(s).as_secs());
-        if finished_seconds.is_some_and(|n| n > seconds_handed) {
-            seconds_handed = finished_seconds.unwrap_or(0);
-            ctx.measured_seconds(
-                &shared
-                    .recorder
-                    .lock()
-                    .expect("recorder lock")
-                    .ops_per_second(),
-            );
-        }
-        if let Some(ss) = &config.steady_state
-            && measure_start.is_some()
-            && !steady
-            && !shared.stop_issuing.load(Ordering::Relaxed)
-            && ss.reached(
-                &shared
-                    .recorder
-                    .lock()
-                    .expect("recorder lock")
-                    .ops_per_second(),
-            )
-        {
-            steady = true;
-            shared.stop_issuing.store(true, Ordering::Relaxed);
-        }
-        if issuing_end.is_none() && shared.stop_issuing.load(Ordering::Relaxed) {
-            issuing_end = Some(now);
-        }
-    };
     runtime
-        .block_on(supervise(ctx, &abort_tx, &handles, tick))
+        .block_on(supervise(ctx, &abort_tx, &handles, |now| phases.tick(now)))
         .map_err(|why| interrupted_error(why, "measured phase"))?;
-    let end = Instant::now();
-    let cpu_seconds = process_cpu_seconds() - cpu_start;
-    let gateway_cpu_seconds = gateway_start
-        .zip(local_gateway.then(local_gateway_cpu).flatten())
-        .map(|(start, end)| (end - start).max(0.0));
-    let measure_started = shared
-        .measure_start
-        .lock()
-        .expect("measure_start lock")
-        .unwrap_or(end);
-    let timing = Timing {
-        prefill: prefill_time,
-        warmup: measure_started.duration_since(start),
-        measure: end.duration_since(measure_started),
-        cpu_seconds,
-        steady: config.steady_state.as_ref().map(|_| steady),
-        gateway_cpu_seconds,
-        measure_start_unix_ns: wall(measure_started),
-        // An `operations` run stops issuing when its tickets are gone,
-        // which the controller does not see: its last completion then.
-        issuing_end_unix_ns: wall(issuing_end.unwrap_or(end)),
-    };
+    let timing = phases.finish(prefill_time);
     let rec = std::mem::take(&mut *shared.recorder.lock().expect("recorder lock"));
     let (ops, errors) = rec.totals(Phase::Measure);
     fail_on_errors(
@@ -254,6 +130,190 @@ pub(super) fn measure(
         "measured phase",
     )?;
     Ok((rec, timing))
+}
+
+/// Writes every key once; returns how long it took.
+fn run_prefill(
+    config: &LoadConfig,
+    ctx: &dyn LoadHost,
+    runtime: &tokio::runtime::Runtime,
+    shared: &Arc<Shared>,
+    (abort_tx, abort_rx): (&watch::Sender<bool>, &watch::Receiver<bool>),
+) -> Result<Duration, StageError> {
+    ctx.progress(&format!("prefill: {} objects", config.slots()));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..config.concurrency)
+        .map(|_| runtime.spawn(prefill_worker(Arc::clone(shared), abort_rx.clone())))
+        .collect();
+    runtime
+        .block_on(supervise(ctx, abort_tx, &handles, |_| {}))
+        .map_err(|why| interrupted_error(why, "prefill"))?;
+    let rec = shared.recorder.lock().expect("recorder lock");
+    let (ops, errors) = rec.totals(Phase::Prefill);
+    fail_on_errors(
+        config,
+        ops,
+        errors,
+        &rec.error_summary(Phase::Prefill),
+        "prefill",
+    )?;
+    Ok(started.elapsed())
+}
+
+/// Moves a started load through warm-up and the measured phase. At each
+/// [`tick`](Self::tick) it starts the measured phase once the warm-up is
+/// over, stops new requests at the end of `duration` or at a steady state,
+/// and hands the host every finished second; [`finish`](Self::finish) says
+/// how long each phase took. It alone writes the phase, the measured
+/// phase's start and the stop of the [`Shared`] state the workers read.
+pub(super) struct PhaseController<'a> {
+    config: &'a LoadConfig,
+    shared: &'a Shared,
+    host: &'a dyn LoadHost,
+    /// The warm-up began: the load's start.
+    start: Instant,
+    /// The same instant in wall-clock time.
+    wall_start: SystemTime,
+    /// When the measured phase began, once it has.
+    measure_start: Option<Instant>,
+    /// The CPU since the measured phase began (since the start until then).
+    cpu: CpuMeter,
+    /// Finished seconds of the measured phase handed to the host so far.
+    seconds_handed: u64,
+    /// Steady state was reached (and new requests stopped there).
+    steady: bool,
+    /// When new requests stopped, once the controller stopped them.
+    issuing_end: Option<Instant>,
+}
+
+impl<'a> PhaseController<'a> {
+    /// The load starts now: with a warm-up, in it; without, measured at once.
+    pub(super) fn begin(
+        config: &'a LoadConfig,
+        shared: &'a Shared,
+        host: &'a dyn LoadHost,
+        local_gateway: bool,
+    ) -> Self {
+        let start = Instant::now();
+        let mut phases = PhaseController {
+            config,
+            shared,
+            host,
+            start,
+            wall_start: SystemTime::now(),
+            measure_start: None,
+            // A gateway on this machine: its CPU over the measured phase too.
+            cpu: CpuMeter::start(local_gateway),
+            seconds_handed: 0,
+            steady: false,
+            issuing_end: None,
+        };
+        if config.warmup.0.is_zero() {
+            phases.start_measuring(start);
+        } else {
+            shared
+                .phase
+                .store(phase_code(Phase::Warmup), Ordering::Release);
+        }
+        phases
+    }
+
+    /// One look at the clock and the figures so far (every 50 ms).
+    pub(super) fn tick(&mut self, now: Instant) {
+        if self.measure_start.is_none() && now.duration_since(self.start) >= self.config.warmup.0 {
+            self.start_measuring(now);
+            self.cpu = self.cpu.restart();
+        }
+        if let Some(measure_start) = self.measure_start {
+            self.stop_after_duration(now, measure_start);
+            self.hand_finished_seconds(now, measure_start);
+            self.stop_when_steady();
+        }
+        if self.issuing_end.is_none() && self.stopped_issuing() {
+            self.issuing_end = Some(now);
+        }
+    }
+
+    /// How long each phase lasted, now that the workers are done.
+    pub(super) fn finish(self, prefill: Duration) -> Timing {
+        let end = Instant::now();
+        let (cpu_seconds, gateway_cpu_seconds) = self.cpu.used();
+        let measure_started = self.measure_start.unwrap_or(end);
+        Timing {
+            prefill,
+            warmup: measure_started.duration_since(self.start),
+            measure: end.duration_since(measure_started),
+            cpu_seconds,
+            steady: self.config.steady_state.as_ref().map(|_| self.steady),
+            gateway_cpu_seconds,
+            measure_start_unix_ns: self.wall(measure_started),
+            // An `operations` run stops issuing when its tickets are gone,
+            // which the controller does not see: its last completion then.
+            issuing_end_unix_ns: self.wall(self.issuing_end.unwrap_or(end)),
+        }
+    }
+
+    fn start_measuring(&mut self, now: Instant) {
+        self.measure_start = Some(now);
+        *self
+            .shared
+            .measure_start
+            .lock()
+            .expect("measure_start lock") = Some(now);
+        self.shared
+            .phase
+            .store(phase_code(Phase::Measure), Ordering::Release);
+    }
+
+    /// A timed run issues nothing new after its `duration`.
+    fn stop_after_duration(&self, now: Instant, measure_start: Instant) {
+        if self.config.operations.is_none()
+            && now.duration_since(measure_start) >= self.config.duration.0
+        {
+            self.stop_issuing();
+        }
+    }
+
+    /// Once a second has finished, not every tick: the recorder's lock is
+    /// the workers' too.
+    fn hand_finished_seconds(&mut self, now: Instant, measure_start: Instant) {
+        let finished = now.duration_since(measure_start).as_secs();
+        if finished > self.seconds_handed {
+            self.seconds_handed = finished;
+            self.host.measured_seconds(&self.ops_per_second());
+        }
+    }
+
+    fn stop_when_steady(&mut self) {
+        let Some(ss) = &self.config.steady_state else {
+            return;
+        };
+        if !self.steady && !self.stopped_issuing() && ss.reached(&self.ops_per_second()) {
+            self.steady = true;
+            self.stop_issuing();
+        }
+    }
+
+    fn ops_per_second(&self) -> Vec<f64> {
+        self.shared
+            .recorder
+            .lock()
+            .expect("recorder lock")
+            .ops_per_second()
+    }
+
+    fn stop_issuing(&self) {
+        self.shared.stop_issuing.store(true, Ordering::Relaxed);
+    }
+
+    fn stopped_issuing(&self) -> bool {
+        self.shared.stop_issuing.load(Ordering::Relaxed)
+    }
+
+    /// An instant of this run in wall-clock time (ns since the epoch).
+    fn wall(&self, t: Instant) -> i64 {
+        unix_ns(self.wall_start + t.saturating_duration_since(self.start))
+    }
 }
 
 /// Fails when the share of failed requests passes `max_error_rate`.
@@ -282,6 +342,7 @@ pub(super) fn fail_on_errors(
 mod tests {
     use super::super::engine::take_ticket;
     use super::*;
+    use std::sync::atomic::AtomicU64;
 
     fn config(with: serde_json::Value) -> LoadConfig {
         serde_json::from_value(with).unwrap()
