@@ -6,8 +6,8 @@ use std::time::Duration;
 use pipeline_model::{Aggregate, Direction, Histogram, HistogramError, Metric, unit};
 use pipeline_stage_api::stage::{MetricSpec, StageError, StageOutput};
 
-use super::super::recorder::{MIB, Phase, Recorder, stored};
-use super::config::LoadConfig;
+use super::super::recorder::{MIB, Op, OpStats, Phase, Recorder, stored};
+use super::config::{LoadConfig, SteadyState};
 use super::cpu::usable_cores;
 use super::phases::Timing;
 
@@ -91,6 +91,7 @@ pub fn metric_specs() -> Vec<MetricSpec> {
     ]
 }
 
+/// The stage output of a finished run: its figures, series and notes.
 pub(super) fn output(
     config: &LoadConfig,
     mut rec: Recorder,
@@ -106,52 +107,68 @@ pub(super) fn output(
     out.histograms = histograms;
     out.notes.push(config.describe_workload());
     if let Some(rate) = config.rate {
-        out.metrics.push(
-            Metric::new("target_rate", rate, unit::OPS_PER_S, Direction::None)
-                .aggregate(Aggregate::Sum),
-        );
-        let (ops, errors) = rec.totals(Phase::Measure);
-        let achieved = (ops + errors) as f64 / timing.measure.as_secs_f64().max(1e-9);
-        out.notes.push(format!(
-            "target rate {rate} ops/s, {achieved:.1} achieved: latencies count from each request's intended start (coordinated omission corrected)"
-        ));
-        if achieved < 0.95 * rate {
-            out.notes.push(format!(
-                "the load fell behind its schedule ({achieved:.1} of {rate} ops/s): requests waited for a free slot of the {} in flight, and their latencies include that wait",
-                config.concurrency
-            ));
-        }
+        add_target_rate(&mut out, config, rate, &rec, timing);
     }
     if let (Some(ss), Some(reached)) = (&config.steady_state, timing.steady) {
-        out.metrics.push(
-            Metric::new(
-                "steady_state",
-                if reached { 1.0 } else { 0.0 },
-                unit::COUNT,
-                Direction::None,
-            )
-            .aggregate(Aggregate::Min),
-        );
-        out.notes.push(if reached {
-            format!(
-                "steady state reached after {:.1} s: every second of the last {} s within {}% of their mean; the measured phase ended there",
-                timing.measure.as_secs_f64(),
-                ss.window.as_secs_f64(),
-                ss.within
-            )
-        } else {
-            format!(
-                "steady state NOT reached in {:.1} s (no {} s window within {}% of its mean): the figures may still be moving",
-                timing.measure.as_secs_f64(),
-                ss.window.as_secs_f64(),
-                ss.within
-            )
-        });
+        add_steady_state(&mut out, ss, reached, timing);
     }
     if let Some(note) = client_bound(timing, config.worker_threads) {
         out.notes.push(note);
     }
     Ok(out)
+}
+
+/// The `rate` asked for, and whether the load kept to it.
+fn add_target_rate(
+    out: &mut StageOutput,
+    config: &LoadConfig,
+    rate: f64,
+    rec: &Recorder,
+    timing: &Timing,
+) {
+    out.metrics.push(
+        Metric::new("target_rate", rate, unit::OPS_PER_S, Direction::None)
+            .aggregate(Aggregate::Sum),
+    );
+    let (ops, errors) = rec.totals(Phase::Measure);
+    let achieved = (ops + errors) as f64 / timing.measure.as_secs_f64().max(1e-9);
+    out.notes.push(format!(
+        "target rate {rate} ops/s, {achieved:.1} achieved: latencies count from each request's intended start (coordinated omission corrected)"
+    ));
+    if achieved < 0.95 * rate {
+        out.notes.push(format!(
+            "the load fell behind its schedule ({achieved:.1} of {rate} ops/s): requests waited for a free slot of the {} in flight, and their latencies include that wait",
+            config.concurrency
+        ));
+    }
+}
+
+/// Whether `steady_state` was reached, and what that means for the figures.
+fn add_steady_state(out: &mut StageOutput, ss: &SteadyState, reached: bool, timing: &Timing) {
+    out.metrics.push(
+        Metric::new(
+            "steady_state",
+            if reached { 1.0 } else { 0.0 },
+            unit::COUNT,
+            Direction::None,
+        )
+        .aggregate(Aggregate::Min),
+    );
+    out.notes.push(if reached {
+        format!(
+            "steady state reached after {:.1} s: every second of the last {} s within {}% of their mean; the measured phase ended there",
+            timing.measure.as_secs_f64(),
+            ss.window.as_secs_f64(),
+            ss.within
+        )
+    } else {
+        format!(
+            "steady state NOT reached in {:.1} s (no {} s window within {}% of its mean): the figures may still be moving",
+            timing.measure.as_secs_f64(),
+            ss.window.as_secs_f64(),
+            ss.within
+        )
+    });
 }
 
 /// A note when the client used (nearly) all the cores its runtime may use:
@@ -166,7 +183,7 @@ pub(super) fn client_bound(timing: &Timing, worker_threads: u32) -> Option<Strin
     })
 }
 
-/// Metrics and histograms of every phase and operation.
+/// Metrics and histograms of every phase and operation, then of the run.
 pub(super) fn figures(
     rec: &Recorder,
     timing: &Timing,
@@ -175,34 +192,8 @@ pub(super) fn figures(
     let mut histograms = Vec::new();
     let mut measured_ops = 0;
     for (&(phase, op), s) in rec.phases() {
-        let labelled = |m: Metric| m.label("op", op.as_str()).label("phase", phase.as_str());
-        let m = |name: &str, value: f64, unit: &str, direction: Direction, rule: Aggregate| {
-            labelled(Metric::new(name, value, unit, direction).aggregate(rule))
-        };
-        metrics.push(m(
-            "ops",
-            s.ops as f64,
-            unit::COUNT,
-            Direction::None,
-            Aggregate::Sum,
-        ));
-        metrics.push(m(
-            "bytes",
-            s.bytes as f64,
-            unit::BYTES,
-            Direction::None,
-            Aggregate::Sum,
-        ));
-        for (kind, n) in &s.errors {
-            let e = m(
-                "errors",
-                *n as f64,
-                unit::COUNT,
-                Direction::Lower,
-                Aggregate::Sum,
-            );
-            metrics.push(e.label("kind", kind.as_str()));
-        }
+        let f = OpFigures { phase, op, s };
+        metrics.extend(f.counts());
         let seconds = match phase {
             Phase::Prefill => timing.prefill,
             Phase::Warmup => continue,
@@ -215,25 +206,101 @@ pub(super) fn figures(
         if s.ops == 0 || seconds <= 0.0 {
             continue;
         }
-        let headline = |m: Metric| {
-            if phase == Phase::Measure {
-                m.headline()
-            } else {
-                m
-            }
-        };
+        metrics.extend(f.rates(seconds));
+        let mut distributions = vec![("latency", &s.latency_us)];
+        if !s.ttfb_us.is_empty() {
+            distributions.push(("ttfb", &s.ttfb_us));
+        }
+        for (name, hdr) in distributions {
+            metrics.extend(f.distribution(name, hdr));
+            let h = stored(name, hdr)?;
+            histograms.push(h.label("op", op.as_str()).label("phase", phase.as_str()));
+        }
+    }
+    metrics.extend(phase_seconds(timing));
+    metrics.extend(cpu_figures(timing, measured_ops));
+    Ok((metrics, histograms))
+}
+
+/// The figures of one operation in one phase.
+struct OpFigures<'a> {
+    phase: Phase,
+    op: Op,
+    s: &'a OpStats,
+}
+
+impl OpFigures<'_> {
+    /// A metric labelled with the operation and the phase.
+    fn m(
+        &self,
+        name: &str,
+        value: f64,
+        unit: &str,
+        direction: Direction,
+        rule: Aggregate,
+    ) -> Metric {
+        Metric::new(name, value, unit, direction)
+            .aggregate(rule)
+            .label("op", self.op.as_str())
+            .label("phase", self.phase.as_str())
+    }
+
+    /// Headlines are the measured phase's.
+    fn headline(&self, m: Metric) -> Metric {
+        if self.phase == Phase::Measure {
+            m.headline()
+        } else {
+            m
+        }
+    }
+
+    /// Operations, bytes and errors by kind.
+    fn counts(&self) -> Vec<Metric> {
+        let s = self.s;
+        let mut metrics = vec![
+            self.m(
+                "ops",
+                s.ops as f64,
+                unit::COUNT,
+                Direction::None,
+                Aggregate::Sum,
+            ),
+            self.m(
+                "bytes",
+                s.bytes as f64,
+                unit::BYTES,
+                Direction::None,
+                Aggregate::Sum,
+            ),
+        ];
+        for (kind, n) in &s.errors {
+            let e = self.m(
+                "errors",
+                *n as f64,
+                unit::COUNT,
+                Direction::Lower,
+                Aggregate::Sum,
+            );
+            metrics.push(e.label("kind", kind.as_str()));
+        }
+        metrics
+    }
+
+    /// Operations and payload per second over the phase's `seconds`.
+    fn rates(&self, seconds: f64) -> Vec<Metric> {
+        let s = self.s;
         let rate = s.ops as f64 / seconds;
         let mib_s = s.bytes as f64 / MIB / seconds;
-        metrics.push(headline(m(
+        let mut metrics = vec![self.headline(self.m(
             "ops_per_s",
             rate,
             unit::OPS_PER_S,
             Direction::Higher,
             Aggregate::Sum,
-        )));
+        ))];
         // HEAD and LIST move no payload: no bandwidth row for them.
         if s.bytes > 0 {
-            metrics.push(headline(m(
+            metrics.push(self.headline(self.m(
                 "bandwidth",
                 mib_s,
                 unit::MIB_PER_S,
@@ -241,45 +308,54 @@ pub(super) fn figures(
                 Aggregate::Sum,
             )));
         }
-        let mut distributions = vec![("latency", &s.latency_us)];
-        if !s.ttfb_us.is_empty() {
-            distributions.push(("ttfb", &s.ttfb_us));
-        }
-        for (name, hdr) in distributions {
-            let us = |suffix: &str, value: f64, rule: Aggregate| {
-                m(
-                    &format!("{name}_{suffix}"),
-                    value,
-                    unit::MICROSECONDS,
-                    Direction::Lower,
-                    rule,
-                )
-            };
-            metrics.push(us("mean", hdr.mean(), Aggregate::mean_weighted_by("ops")));
-            for (suffix, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999)] {
-                let p = us(
-                    suffix,
-                    hdr.value_at_quantile(q) as f64,
-                    Aggregate::histogram(name, q),
-                );
-                let p = if suffix == "p99" && name == "latency" {
-                    headline(p)
-                } else {
-                    p
-                };
-                metrics.push(p);
-            }
-            metrics.push(us("max", hdr.max() as f64, Aggregate::Max));
-            let h = stored(name, hdr)?;
-            histograms.push(h.label("op", op.as_str()).label("phase", phase.as_str()));
-        }
+        metrics
     }
+
+    /// Mean, percentiles and maximum of a distribution (`latency`, `ttfb`).
+    fn distribution(&self, name: &str, hdr: &hdrhistogram::Histogram<u64>) -> Vec<Metric> {
+        let us = |suffix: &str, value: f64, rule: Aggregate| {
+            self.m(
+                &format!("{name}_{suffix}"),
+                value,
+                unit::MICROSECONDS,
+                Direction::Lower,
+                rule,
+            )
+        };
+        let mut metrics = vec![us("mean", hdr.mean(), Aggregate::mean_weighted_by("ops"))];
+        for (suffix, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999)] {
+            let p = us(
+                suffix,
+                hdr.value_at_quantile(q) as f64,
+                Aggregate::histogram(name, q),
+            );
+            let p = if suffix == "p99" && name == "latency" {
+                self.headline(p)
+            } else {
+                p
+            };
+            metrics.push(p);
+        }
+        metrics.push(us("max", hdr.max() as f64, Aggregate::Max));
+        metrics
+    }
+}
+
+/// How long each phase lasted.
+fn phase_seconds(timing: &Timing) -> Vec<Metric> {
     let seconds = |name: &str, d: Duration| {
         Metric::new(name, d.as_secs_f64(), unit::SECONDS, Direction::None).aggregate(Aggregate::Max)
     };
-    metrics.push(seconds("prefill_seconds", timing.prefill));
-    metrics.push(seconds("warmup_seconds", timing.warmup));
-    metrics.push(seconds("measure_seconds", timing.measure));
+    vec![
+        seconds("prefill_seconds", timing.prefill),
+        seconds("warmup_seconds", timing.warmup),
+        seconds("measure_seconds", timing.measure),
+    ]
+}
+
+/// The gateway's (on loopback) and the client's CPU, also per 1000 measured operations.
+fn cpu_figures(timing: &Timing, measured_ops: u64) -> Vec<Metric> {
+    let mut metrics = Vec::new();
     if let Some(g) = timing.gateway_cpu_seconds {
         metrics.push(
             Metric::new("gateway_cpu_seconds", g, unit::SECONDS, Direction::Lower)
@@ -314,7 +390,7 @@ pub(super) fn figures(
         );
         metrics.push(m.aggregate(Aggregate::None));
     }
-    Ok((metrics, histograms))
+    metrics
 }
 
 #[cfg(test)]
