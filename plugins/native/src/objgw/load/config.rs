@@ -2,6 +2,7 @@
 //! their credentials), what follows from them (prefill, each key's size)
 //! and how they read in `pipeline plan`.
 
+pub use pipeline_stage_api::remote_worker::LostHosts;
 use pipeline_stage_api::stage::Action;
 use pipeline_stage_api::typed::{ByteSize, Seconds};
 use schemars::JsonSchema;
@@ -74,17 +75,6 @@ pub struct LoadConfig {
     /// With `on:` client hosts: a worker that sends nothing for this long (it says `alive` every second) counts as lost.
     #[serde(default = "ten_seconds")]
     pub worker_silence: Seconds,
-}
-
-/// What a client host lost mid-run does to the stage.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum LostHosts {
-    /// The stage fails, naming the host; the other workers are stopped.
-    #[default]
-    Fail,
-    /// The stage reports the other hosts, marked as without the lost one.
-    Exclude,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]

@@ -78,7 +78,7 @@ pub(super) fn runs_radosgw(proc_dir: &std::path::Path) -> bool {
 }
 
 /// This process's resource usage so far (`None` if the kernel refuses).
-pub(crate) fn own_usage() -> Option<libc::rusage> {
+fn own_usage() -> Option<libc::rusage> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage fills the rusage the pointer points to.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };

@@ -17,7 +17,7 @@ pub fn about(name: &'static str, summary: &'static str) -> pipeline_stage_api::t
     pipeline_stage_api::typed::About {
         name,
         summary,
-        // It orchestrates its client hosts itself (`super::clients`).
+        // It orchestrates its client hosts itself (`objgw::clients`).
         per_host: false,
         requires: Vec::new(),
         outputs: Vec::new(),

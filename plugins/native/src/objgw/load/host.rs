@@ -8,7 +8,7 @@ use pipeline_stage_api::stage::StageError;
 
 /// What the load engine needs from where it runs: the stage's context in
 /// the runner's process, or, on a client host, a worker's link to the
-/// runner (`super::worker`).
+/// runner (`remote_worker::WorkerLink`, in `objgw::worker`).
 pub trait LoadHost {
     /// The run's id: buckets and keys carry it.
     fn run_id(&self) -> &str;

@@ -38,7 +38,6 @@ use super::store::Store;
 use engine::Target;
 
 pub use config::{LoadConfig, LostHosts, Mix, SizeRange, SteadyState, WeightedSize, Workload};
-pub(crate) use cpu::own_usage;
 pub use figures::{about, metric_specs};
 pub use host::LoadHost;
 
