@@ -313,7 +313,8 @@ fn main() -> ExitCode {
         Command::Schema { results } => commands::schema(results),
         Command::Parse { format, file } => commands::parse(&format, &file),
         Command::Worker { for_: _ } => {
-            let code = pipeline_native::objgw::worker::serve(
+            let code = pipeline_engine::remote_worker::serve(
+                &pipeline_native::worker_kinds(),
                 Box::new(std::io::stdin()),
                 Box::new(std::io::stdout()),
             );

@@ -19,6 +19,7 @@ pub mod http_url;
 pub mod ledger_journal;
 pub mod params;
 pub mod registry;
+pub mod remote_worker;
 pub mod safe_fs;
 pub mod secrets;
 pub mod stage;
