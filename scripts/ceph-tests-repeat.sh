@@ -20,6 +20,8 @@ fi
 cargo build -q --workspace --all-targets
 bin=./target/debug/pipeline
 export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-repeat-sandbox}"
+# The live tiers these tests belong to (pipeline-test-tiers): on.
+export PIPELINE_TEST_TIERS=cluster,hosts
 trap '$bin sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true' EXIT
 # The test binaries that talk to the cluster.
 tests=(--test ceph --test faults --test recovery --test objgw --test multi_client)

@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export PIPELINE_SANDBOX_DIR=/tmp/pipeline-test-sandbox
+# Every live tier on (pipeline-test-tiers): the sandbox below, sshd hosts inside the root.
+export PIPELINE_TEST_TIERS=cluster,hosts
 pipeline="${PIPELINE:-./target/debug/pipeline}"
 status=0
 

@@ -51,6 +51,10 @@ export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-test-sandbox}
 trap './target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"' EXIT
 eval "$(./target/debug/pipeline sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
 
+# Every live tier on (pipeline-test-tiers; plain `cargo test` lists them as ignored):
+# the sandbox above, sshd hosts and registries the tests start, the release roots.
+export PIPELINE_TEST_TIERS=cluster,hosts,registry
+[ -z "${PIPELINE_CLIENT_ROOTS:-}" ] || PIPELINE_TEST_TIERS+=,roots
 # Ceph tests share one cluster: they take a lock among themselves, the rest run in parallel.
 log="$(mktemp)"
 set +e

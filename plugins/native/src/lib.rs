@@ -8,6 +8,7 @@ pub mod host;
 pub mod objgw;
 
 use pipeline_stage_api::registry::Registry;
+use pipeline_stage_api::remote_worker::WorkerKind;
 use pipeline_stage_api::typed::Typed;
 
 /// Every native stage.
@@ -27,6 +28,15 @@ pub fn registry() -> Registry {
     r.add_native(Typed(objgw::s3_bench::S3Bench));
     r.add_native(Typed(objgw::swift_bench::SwiftBench));
     r
+}
+
+/// Every kind of load `pipeline worker` runs on a client host (the stages
+/// whose `on:` hosts run their load in remote workers).
+pub fn worker_kinds() -> Vec<Box<dyn WorkerKind>> {
+    vec![
+        Box::new(objgw::worker::LoadWorker::S3),
+        Box::new(objgw::worker::LoadWorker::Swift),
+    ]
 }
 
 /// The real tool outputs the parsers are tested on

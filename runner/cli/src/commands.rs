@@ -1,4 +1,5 @@
-//! One function per subcommand; each returns the process exit code.
+//! One function per subcommand; each returns `Ok(())` or the [`CliError`]
+//! that `main` prints and maps to the exit code.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +10,11 @@ use pipeline_engine::progress::Progress;
 use pipeline_engine::results::{RunResults, RunStatus};
 use pipeline_engine::runner::{self, RunOptions};
 
+use crate::error::CliError;
+
+/// What a command returns.
+pub type CliResult = Result<(), CliError>;
+
 /// Every stage a pipeline can use: the native ones, and (through a loader)
 /// plugin files.
 pub fn registry() -> pipeline_engine::registry::Registry {
@@ -18,18 +24,6 @@ pub fn registry() -> pipeline_engine::registry::Registry {
     let loader = pipeline_wasm::WasmLoader::new().with_reserved_names(r.names());
     r.set_loader(std::sync::Arc::new(loader));
     r
-}
-
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_RUN_FAILED: u8 = 1;
-pub const EXIT_INVALID: u8 = 2;
-pub const EXIT_INTERRUPTED: u8 = 130;
-
-pub(crate) fn print_diagnostics(d: &Diagnostics) {
-    // Diagnostics quote plugins (a `check` problem): no escapes reach the terminal.
-    eprint!("{}", pipeline_engine::terminal::text(&d.to_string()));
-    let n = d.len();
-    eprintln!("\n{n} error{} found", if n == 1 { "" } else { "s" });
 }
 
 fn parse_sets(sets: &[String]) -> Result<Vec<(String, String)>, Diagnostics> {
@@ -51,7 +45,7 @@ fn parse_sets(sets: &[String]) -> Result<Vec<(String, String)>, Diagnostics> {
     }
 }
 
-pub fn validate(files: &[PathBuf], check_hosts: bool, locked: bool) -> u8 {
+pub fn validate(files: &[PathBuf], check_hosts: bool, locked: bool) -> CliResult {
     let registry = registry();
     let mut all = Diagnostics::default();
     let options = CompileOptions {
@@ -86,56 +80,36 @@ pub fn validate(files: &[PathBuf], check_hosts: bool, locked: bool) -> u8 {
         }
     }
     if all.is_empty() {
-        EXIT_OK
+        Ok(())
     } else {
-        print_diagnostics(&all);
-        EXIT_INVALID
+        Err(all.into())
     }
 }
 
-pub fn plan(file: &Path, sets: &[String], locked: bool) -> u8 {
+pub fn plan(file: &Path, sets: &[String], locked: bool) -> CliResult {
     let registry = registry();
-    let overrides = match parse_sets(sets) {
-        Ok(o) => o,
-        Err(d) => {
-            print_diagnostics(&d);
-            return EXIT_INVALID;
-        }
-    };
     let options = CompileOptions {
-        overrides,
+        overrides: parse_sets(sets)?,
         locked,
         ..Default::default()
     };
-    match compile_file(file, &registry, &options) {
-        Ok(plan) => {
-            print!("{}", plan.render_text());
-            EXIT_OK
-        }
-        Err(d) => {
-            print_diagnostics(&d);
-            EXIT_INVALID
-        }
-    }
+    let plan = compile_file(file, &registry, &options)?;
+    print!("{}", plan.render_text());
+    Ok(())
 }
 
 /// For commands that run stages (`run`, `cleanup`): signal handlers first
 /// (a Ctrl-C while compiling must not kill us mid-cleanup later), and the
 /// runner made the subreaper of what stages start, so processes that leave
 /// their process group (setsid) come back to it and are stopped after the
-/// stage. `None` (after the error) when the handlers cannot be installed.
-fn signals_and_subreaper() -> Option<Signals> {
-    let signals = match Signals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return None;
-        }
-    };
+/// stage.
+fn signals_and_subreaper() -> Result<Signals, CliError> {
+    let signals = Signals::install()
+        .map_err(|e| CliError::failed(format!("cannot install signal handlers: {e}")))?;
     if let Err(e) = pipeline_engine::orphans::adopt() {
         eprintln!("warning: cannot become the subreaper of the run's processes: {e}");
     }
-    Some(signals)
+    Ok(signals)
 }
 
 pub fn run(
@@ -144,106 +118,76 @@ pub fn run(
     out: Option<PathBuf>,
     only: &[String],
     locked: bool,
-) -> u8 {
-    let Some(signals) = signals_and_subreaper() else {
-        return EXIT_RUN_FAILED;
-    };
+) -> CliResult {
+    let signals = signals_and_subreaper()?;
     let registry = registry();
-    let overrides = match parse_sets(sets) {
-        Ok(o) => o,
-        Err(d) => {
-            print_diagnostics(&d);
-            return EXIT_INVALID;
-        }
-    };
     let options = CompileOptions {
-        overrides,
+        overrides: parse_sets(sets)?,
         only: only.to_vec(),
         locked,
         ..Default::default()
     };
-    let plan = match compile_file(file, &registry, &options) {
-        Ok(p) => p,
-        Err(d) => {
-            print_diagnostics(&d);
-            return EXIT_INVALID;
-        }
-    };
+    let plan = compile_file(file, &registry, &options)?;
     let opts = RunOptions {
         out_dir: out,
         runs_root: PathBuf::from("runs"),
         signals,
         progress: Progress::auto(),
     };
-    match runner::run(&plan, opts) {
-        Ok(outcome) => {
-            let r = &outcome.results;
-            let failed = r
-                .stages
-                .iter()
-                .chain(&r.cleanup)
-                .filter(|s| s.status == pipeline_engine::results::StageStatus::Failed)
-                .count();
-            println!(
-                "run {}: {}{}",
-                r.run_id,
-                r.status.as_str(),
-                if failed > 0 {
-                    format!(" ({failed} failed stage(s))")
-                } else {
-                    String::new()
-                }
-            );
-            println!(
-                "results: {}",
-                outcome.run_dir.join("results.json").display()
-            );
-            println!("report: {}", outcome.report_path.display());
-            if let Some(e) = &outcome.save_error {
-                eprintln!(
-                    "error: results.json could not be written ({e}); {} holds the last complete version, from before that",
-                    outcome.run_dir.join("results.json").display()
-                );
-                return EXIT_RUN_FAILED;
-            }
-            if let Some(c) = &r.comparison {
-                if let Some(e) = &c.error {
-                    eprintln!("error: no comparison with {}: {e}", c.baseline);
-                }
-                if !c.regressions.is_empty() {
-                    for line in crate::compare::environment_lines(&c.environment_changes) {
-                        eprintln!("{line}");
-                    }
-                }
-                for g in &c.regressions {
-                    eprintln!("{}", crate::compare::regression_line(g));
-                }
-                if (c.error.is_some() || !c.regressions.is_empty())
-                    && r.status == RunStatus::Succeeded
-                {
-                    return EXIT_RUN_FAILED;
-                }
-            }
-            match r.status {
-                RunStatus::Succeeded => EXIT_OK,
-                RunStatus::Cancelled => EXIT_INTERRUPTED,
-                _ => EXIT_RUN_FAILED,
-            }
+    let outcome = runner::run(&plan, opts).map_err(|e| CliError::failed(e.to_string()))?;
+    let r = &outcome.results;
+    let failed = r
+        .stages
+        .iter()
+        .chain(&r.cleanup)
+        .filter(|s| s.status == pipeline_engine::results::StageStatus::Failed)
+        .count();
+    println!(
+        "run {}: {}{}",
+        r.run_id,
+        r.status.as_str(),
+        if failed > 0 {
+            format!(" ({failed} failed stage(s))")
+        } else {
+            String::new()
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_RUN_FAILED
+    );
+    println!(
+        "results: {}",
+        outcome.run_dir.join("results.json").display()
+    );
+    println!("report: {}", outcome.report_path.display());
+    if let Some(e) = &outcome.save_error {
+        return Err(CliError::failed(format!(
+            "results.json could not be written ({e}); {} holds the last complete version, from before that",
+            outcome.run_dir.join("results.json").display()
+        )));
+    }
+    // What the comparison with the baseline found, after the run's own lines.
+    let mut notes = Vec::new();
+    if let Some(c) = &r.comparison {
+        if let Some(e) = &c.error {
+            notes.push(format!("error: no comparison with {}: {e}", c.baseline));
         }
+        if !c.regressions.is_empty() {
+            notes.extend(crate::compare::environment_lines(&c.environment_changes));
+        }
+        notes.extend(c.regressions.iter().map(crate::compare::regression_line));
+    }
+    match r.status {
+        RunStatus::Succeeded if notes.is_empty() => Ok(()),
+        status => Err(CliError::Ended {
+            notes,
+            interrupted: status == RunStatus::Cancelled,
+        }),
     }
 }
 
 /// `pipeline cleanup RUN_DIR`: removes what a run that could not clean up
 /// left behind, with the suite's own cleanup stages.
-pub fn cleanup(run_dir: &Path) -> u8 {
+pub fn cleanup(run_dir: &Path) -> CliResult {
     use pipeline_engine::recovery::{self, RecoveryError};
-    let Some(signals) = signals_and_subreaper() else {
-        return EXIT_RUN_FAILED;
-    };
+    let signals = signals_and_subreaper()?;
     let registry = registry();
     match recovery::clean_up(run_dir, &registry, &signals, Progress::auto()) {
         Ok(done) => {
@@ -269,51 +213,32 @@ pub fn cleanup(run_dir: &Path) -> u8 {
                     .display()
             );
             if done.left.is_empty() {
-                EXIT_OK
+                Ok(())
             } else {
-                EXIT_RUN_FAILED
+                Err(CliError::ended())
             }
         }
-        Err(RecoveryError::Suite(d)) => {
-            eprintln!(
-                "error: the suite saved in {} no longer compiles, so its cleanup stages cannot run:",
+        Err(RecoveryError::Suite(d)) => Err(CliError::Diagnostics {
+            context: Some(format!(
+                "the suite saved in {} no longer compiles, so its cleanup stages cannot run:",
                 run_dir.display()
-            );
-            print_diagnostics(&d);
-            EXIT_INVALID
-        }
-        Err(e @ RecoveryError::Lock(_)) => {
-            eprintln!("error: {e}");
-            EXIT_RUN_FAILED
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_INVALID
-        }
+            )),
+            diagnostics: d,
+        }),
+        Err(e @ RecoveryError::Lock(_)) => Err(CliError::failed(e.to_string())),
+        Err(e) => Err(CliError::invalid(e.to_string())),
     }
 }
 
-pub fn report(run_dir: &Path) -> u8 {
-    let results = match RunResults::load(run_dir) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-    };
-    match pipeline_engine::report::write_report(&results, run_dir) {
-        Ok(()) => {
-            println!(
-                "report: {}",
-                run_dir.join(pipeline_engine::report::REPORT_FILE).display()
-            );
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_INVALID
-        }
-    }
+pub fn report(run_dir: &Path) -> CliResult {
+    let results = RunResults::load(run_dir).map_err(|e| CliError::invalid(e.to_string()))?;
+    pipeline_engine::report::write_report(&results, run_dir)
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+    println!(
+        "report: {}",
+        run_dir.join(pipeline_engine::report::REPORT_FILE).display()
+    );
+    Ok(())
 }
 
 /// Native stages, then WASM plugins found on the plugin path.
@@ -331,7 +256,7 @@ fn all_plugins(
     all
 }
 
-pub fn plugins_list() -> u8 {
+pub fn plugins_list() -> CliResult {
     let registry = registry();
     let all = all_plugins(&registry);
     let width = all
@@ -357,16 +282,15 @@ pub fn plugins_list() -> u8 {
         );
     }
     crate::registry_commands::list_cached();
-    EXIT_OK
+    Ok(())
 }
 
-pub fn plugins_describe(name: &str) -> u8 {
+pub fn plugins_describe(name: &str) -> CliResult {
     let registry = registry();
     if pipeline_oci::is_oci(name) {
-        return match crate::registry_commands::fetch_for_describe(&registry, name) {
-            Ok(p) => describe_plugin(p),
-            Err(code) => code,
-        };
+        let p = crate::registry_commands::fetch_for_describe(&registry, name)?;
+        describe_plugin(p);
+        return Ok(());
     }
     let found = registry.get(name).cloned().map(Ok).or_else(|| {
         // A WASM plugin by name on the plugin path, or by file path.
@@ -376,10 +300,10 @@ pub fn plugins_describe(name: &str) -> u8 {
     let p = match found {
         Some(Ok(p)) => p,
         Some(Err(e)) => {
-            print_diagnostics(
-                &Diagnostic::error(format!("cannot load plugin `{name}`: {e}")).into(),
-            );
-            return EXIT_INVALID;
+            return Err(Diagnostics::from(Diagnostic::error(format!(
+                "cannot load plugin `{name}`: {e}"
+            )))
+            .into());
         }
         None => {
             let all = all_plugins(&registry);
@@ -390,14 +314,14 @@ pub fn plugins_describe(name: &str) -> u8 {
                     "available: {}",
                     names().collect::<Vec<_>>().join(", ")
                 )));
-            print_diagnostics(&d.into());
-            return EXIT_INVALID;
+            return Err(Diagnostics::from(d).into());
         }
     };
-    describe_plugin(p)
+    describe_plugin(p);
+    Ok(())
 }
 
-fn describe_plugin(p: pipeline_engine::registry::RegisteredStage) -> u8 {
+fn describe_plugin(p: pipeline_engine::registry::RegisteredStage) {
     if p.origin != "native" {
         let d = &p.description;
         println!(
@@ -443,7 +367,7 @@ fn t(s: &str) -> String {
     pipeline_engine::terminal::line(s)
 }
 
-fn describe_body(p: &pipeline_engine::registry::RegisteredStage) -> u8 {
+fn describe_body(p: &pipeline_engine::registry::RegisteredStage) {
     let d = &p.description;
     println!("parameters:");
     for s in &d.params {
@@ -478,33 +402,26 @@ fn describe_body(p: &pipeline_engine::registry::RegisteredStage) -> u8 {
             println!("  {}\n      {}", t(&m.summary(d.metric_values)), t(&m.doc));
         }
     }
-    EXIT_OK
 }
 
-pub fn plugins_new(name: &str, dir: Option<&Path>) -> u8 {
+pub fn plugins_new(name: &str, dir: Option<&Path>) -> CliResult {
     let native: Vec<String> = pipeline_native::registry()
         .names()
         .map(str::to_string)
         .collect();
-    match crate::plugin_scaffold::create(name, dir, &native) {
-        Ok(root) => {
-            println!("created {}", root.display());
-            println!(
-                "  cd {} && cargo build --release --target wasm32-wasip2",
-                root.display()
-            );
-            println!("  pipeline run pipeline.yaml");
-            println!("(needs the target once: rustup target add wasm32-wasip2)");
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_INVALID
-        }
-    }
+    let root = crate::plugin_scaffold::create(name, dir, &native)
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+    println!("created {}", root.display());
+    println!(
+        "  cd {} && cargo build --release --target wasm32-wasip2",
+        root.display()
+    );
+    println!("  pipeline run pipeline.yaml");
+    println!("(needs the target once: rustup target add wasm32-wasip2)");
+    Ok(())
 }
 
-pub fn schema(results: bool) -> u8 {
+pub fn schema(results: bool) -> CliResult {
     let schema = if results {
         pipeline_engine::results::results_schema()
     } else {
@@ -520,27 +437,17 @@ pub fn schema(results: bool) -> u8 {
         "{}",
         serde_json::to_string_pretty(&schema).unwrap_or_default()
     );
-    EXIT_OK
+    Ok(())
 }
 
-pub fn parse(format: &str, file: &Path) -> u8 {
-    let text = match std::fs::read(file) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) => {
-            eprintln!("error: cannot read {}: {e}", file.display());
-            return EXIT_INVALID;
-        }
-    };
-    match pipeline_parsers::parse(format, &text) {
-        Ok(m) => {
-            println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {}: {e}", file.display());
-            EXIT_INVALID
-        }
-    }
+pub fn parse(format: &str, file: &Path) -> CliResult {
+    let bytes = std::fs::read(file)
+        .map_err(|e| CliError::invalid(format!("cannot read {}: {e}", file.display())))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let m = pipeline_parsers::parse(format, &text)
+        .map_err(|e| CliError::invalid(format!("{}: {e}", file.display())))?;
+    println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
+    Ok(())
 }
 
 fn sandbox_dir(dir: Option<PathBuf>) -> PathBuf {
@@ -552,20 +459,15 @@ pub fn sandbox_up(
     memstore: Option<String>,
     bluestore: bool,
     no_pool_delete: bool,
-) -> u8 {
+) -> CliResult {
     let mut opts = pipeline_sandbox::SandboxOptions {
         dir: sandbox_dir(dir),
         allow_pool_delete: !no_pool_delete,
         ..Default::default()
     };
     if let Some(size) = memstore {
-        match pipeline_engine::params::parse_size(&size) {
-            Ok(bytes) => opts.memstore_bytes = bytes,
-            Err(e) => {
-                eprintln!("error: --memstore {size}: {e}");
-                return EXIT_INVALID;
-            }
-        }
+        opts.memstore_bytes = pipeline_engine::params::parse_size(&size)
+            .map_err(|e| CliError::invalid(format!("--memstore {size}: {e}")))?;
     }
     if bluestore {
         opts.objectstore = pipeline_sandbox::ObjectStore::Bluestore {
@@ -573,66 +475,42 @@ pub fn sandbox_up(
         };
     }
     let started = std::time::Instant::now();
-    match pipeline_sandbox::up(&opts, &mut |line| eprintln!("sandbox: {line}")) {
-        Ok(env) => {
-            eprintln!(
-                "sandbox ready in {:.1}s; use it with: eval \"$(pipeline sandbox env --dir {})\"",
-                started.elapsed().as_secs_f64(),
-                env.dir.display()
-            );
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_RUN_FAILED
-        }
+    let env = pipeline_sandbox::up(&opts, &mut |line| eprintln!("sandbox: {line}"))
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    eprintln!(
+        "sandbox ready in {:.1}s; use it with: eval \"$(pipeline sandbox env --dir {})\"",
+        started.elapsed().as_secs_f64(),
+        env.dir.display()
+    );
+    Ok(())
+}
+
+pub fn sandbox_down(dir: Option<PathBuf>) -> CliResult {
+    let report = pipeline_sandbox::down(&sandbox_dir(dir), false)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    println!("{}", report.to_string().trim_end());
+    Ok(())
+}
+
+pub fn sandbox_status(dir: Option<PathBuf>) -> CliResult {
+    let status =
+        pipeline_sandbox::status(&sandbox_dir(dir)).map_err(|e| CliError::failed(e.to_string()))?;
+    println!("{}", status.to_string().trim_end());
+    if status.all_running() {
+        Ok(())
+    } else {
+        Err(CliError::ended())
     }
 }
 
-pub fn sandbox_down(dir: Option<PathBuf>) -> u8 {
-    match pipeline_sandbox::down(&sandbox_dir(dir), false) {
-        Ok(report) => {
-            println!("{}", report.to_string().trim_end());
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_RUN_FAILED
-        }
+pub fn sandbox_env(dir: Option<PathBuf>, json: bool) -> CliResult {
+    let env = pipeline_sandbox::env(&sandbox_dir(dir)).map_err(|e| {
+        CliError::failed(e.to_string()).with_help("start one with `pipeline sandbox up`")
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&env).unwrap_or_default());
+    } else {
+        print!("{}", env.to_shell());
     }
-}
-
-pub fn sandbox_status(dir: Option<PathBuf>) -> u8 {
-    match pipeline_sandbox::status(&sandbox_dir(dir)) {
-        Ok(status) => {
-            println!("{}", status.to_string().trim_end());
-            if status.all_running() {
-                EXIT_OK
-            } else {
-                EXIT_RUN_FAILED
-            }
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_RUN_FAILED
-        }
-    }
-}
-
-pub fn sandbox_env(dir: Option<PathBuf>, json: bool) -> u8 {
-    match pipeline_sandbox::env(&sandbox_dir(dir)) {
-        Ok(env) if json => {
-            println!("{}", serde_json::to_string_pretty(&env).unwrap_or_default());
-            EXIT_OK
-        }
-        Ok(env) => {
-            print!("{}", env.to_shell());
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            eprintln!("  = help: start one with `pipeline sandbox up`");
-            EXIT_RUN_FAILED
-        }
-    }
+    Ok(())
 }

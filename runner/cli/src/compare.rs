@@ -9,7 +9,8 @@ use pipeline_engine::compare::{self, CompareOptions, Side};
 use pipeline_engine::report::format_value;
 use pipeline_engine::results::RunResults;
 
-use crate::commands::{EXIT_INVALID, EXIT_OK, EXIT_RUN_FAILED};
+use crate::commands::CliResult;
+use crate::error::CliError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -79,7 +80,7 @@ pub fn run(
     thresholds: &[String],
     format: Format,
     out: Option<&Path>,
-) -> u8 {
+) -> CliResult {
     let mut errors = Vec::new();
     let mut options = CompareOptions::default();
     for spec in thresholds {
@@ -95,10 +96,7 @@ pub fn run(
         }
     }
     if !errors.is_empty() {
-        for e in &errors {
-            eprintln!("error: {e}");
-        }
-        return EXIT_INVALID;
+        return Err(CliError::InvalidEach(errors));
     }
     let sides: Vec<Side> = loaded
         .iter()
@@ -109,36 +107,30 @@ pub fn run(
         .collect();
     let comparison = compare::compare(&sides[0], &sides[1..], &options);
     let text = match (format, out) {
-        (Format::Markdown, Some(file)) => match charts_next_to(&comparison, file) {
-            Ok(charts) => compare::markdown::render_with_charts(&comparison, &charts),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_INVALID;
-            }
-        },
+        (Format::Markdown, Some(file)) => {
+            let charts = charts_next_to(&comparison, file).map_err(CliError::invalid)?;
+            compare::markdown::render_with_charts(&comparison, &charts)
+        }
         (Format::Markdown, None) => compare::markdown::render(&comparison),
         (Format::Json, _) => serde_json::to_string_pretty(&comparison).unwrap_or_default() + "\n",
     };
     match out {
         Some(file) => {
-            if let Err(e) = std::fs::write(file, &text) {
-                eprintln!("error: writing {}: {e}", file.display());
-                return EXIT_INVALID;
-            }
+            std::fs::write(file, &text)
+                .map_err(|e| CliError::invalid(format!("writing {}: {e}", file.display())))?;
             println!("comparison: {}", file.display());
         }
         None => print!("{text}"),
     }
     if comparison.regressions.is_empty() {
-        EXIT_OK
+        Ok(())
     } else {
-        for line in environment_lines(&comparison.environment.changes) {
-            eprintln!("{line}");
-        }
-        for r in &comparison.regressions {
-            eprintln!("{}", regression_line(r));
-        }
-        EXIT_RUN_FAILED
+        let mut notes = environment_lines(&comparison.environment.changes);
+        notes.extend(comparison.regressions.iter().map(regression_line));
+        Err(CliError::Ended {
+            notes,
+            interrupted: false,
+        })
     }
 }
 
@@ -166,28 +158,23 @@ fn charts_next_to(
         .collect())
 }
 
-fn runs_in(dir: &Path) -> Result<Vec<pipeline_engine::history::RunEntry>, u8> {
+fn runs_in(dir: &Path) -> Result<Vec<pipeline_engine::history::RunEntry>, CliError> {
     pipeline_engine::history::list_runs(dir).map_err(|e| {
-        eprintln!(
-            "error: {}: {e} (give the folder that holds the run folders)",
+        CliError::invalid(format!(
+            "{}: {e} (give the folder that holds the run folders)",
             dir.display()
-        );
-        EXIT_INVALID
+        ))
     })
 }
 
-pub fn runs_list(dir: &Path) -> u8 {
-    match runs_in(dir) {
-        Ok(entries) => {
-            if entries.is_empty() {
-                println!("no runs in {}", dir.display());
-            } else {
-                print!("{}", pipeline_engine::history::runs_table(&entries));
-            }
-            EXIT_OK
-        }
-        Err(code) => code,
+pub fn runs_list(dir: &Path) -> CliResult {
+    let entries = runs_in(dir)?;
+    if entries.is_empty() {
+        println!("no runs in {}", dir.display());
+    } else {
+        print!("{}", pipeline_engine::history::runs_table(&entries));
     }
+    Ok(())
 }
 
 pub fn history(
@@ -197,24 +184,20 @@ pub fn history(
     threshold: f64,
     format: Format,
     chart: Option<&Path>,
-) -> u8 {
+) -> CliResult {
     if !(threshold.is_finite() && threshold >= 0.0) {
-        eprintln!("error: --threshold {threshold}: a percentage of 0 or more");
-        return EXIT_INVALID;
+        return Err(CliError::invalid(format!(
+            "--threshold {threshold}: a percentage of 0 or more"
+        )));
     }
-    let entries = match runs_in(dir) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+    let entries = runs_in(dir)?;
     let lines = pipeline_engine::history::history(&entries, metric, stage, threshold);
     if let Some(file) = chart {
         use pipeline_engine::report::charts::over_runs::history_chart;
         match history_chart(metric, &lines, threshold) {
             Some((svg, notes)) => {
-                if let Err(e) = std::fs::write(file, svg) {
-                    eprintln!("error: writing {}: {e}", file.display());
-                    return EXIT_INVALID;
-                }
+                std::fs::write(file, svg)
+                    .map_err(|e| CliError::invalid(format!("writing {}: {e}", file.display())))?;
                 for n in notes {
                     eprintln!("note: {n}");
                 }
@@ -233,5 +216,5 @@ pub fn history(
             serde_json::to_string_pretty(&lines).unwrap_or_default()
         ),
     }
-    EXIT_OK
+    Ok(())
 }

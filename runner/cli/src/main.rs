@@ -5,6 +5,7 @@
 
 mod commands;
 mod compare;
+mod error;
 mod plugin_scaffold;
 mod registry_commands;
 
@@ -252,7 +253,7 @@ fn main() -> ExitCode {
     ) {
         quiet_broken_pipe();
     }
-    let code = match cli.command {
+    let result = match cli.command {
         Command::Validate {
             files,
             check_hosts,
@@ -312,11 +313,19 @@ fn main() -> ExitCode {
         Command::Schema { results } => commands::schema(results),
         Command::Parse { format, file } => commands::parse(&format, &file),
         Command::Worker { for_: _ } => {
-            let code = pipeline_native::objgw::worker::serve(
+            let code = pipeline_engine::remote_worker::serve(
+                &pipeline_native::worker_kinds(),
                 Box::new(std::io::stdin()),
                 Box::new(std::io::stdout()),
             );
-            return ExitCode::from(code as u8);
+            // The worker speaks its protocol on stdout; its code says how it ended.
+            match code as u8 {
+                0 => Ok(()),
+                code => Err(error::CliError::Exited {
+                    code,
+                    message: None,
+                }),
+            }
         }
         Command::ClientExec {
             root,
@@ -328,8 +337,10 @@ fn main() -> ExitCode {
             // program not started.
             let error =
                 pipeline_engine::client_root::enter(&root, &binds, cwd.as_deref(), &command);
-            eprintln!("error: {error}");
-            return ExitCode::from(error.exit_code());
+            Err(error::CliError::Exited {
+                code: error.exit_code(),
+                message: Some(error.to_string()),
+            })
         }
         Command::Sandbox { command } => match command {
             SandboxCommand::Up {
@@ -343,7 +354,14 @@ fn main() -> ExitCode {
             SandboxCommand::Env { dir, json } => commands::sandbox_env(dir, json),
         },
     };
-    ExitCode::from(code)
+    // The one place an error is printed and becomes the exit code.
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", e.render());
+            ExitCode::from(e.exit_code())
+        }
+    }
 }
 
 /// `pipeline plugins describe X | head`: a command that only prints ends

@@ -117,8 +117,27 @@ Share it: copy `target/wasm32-wasip2/release/{file}.wasm` to
     )
 }
 
+/// Why `pipeline plugins new` made nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    #[error(
+        "invalid plugin name `{0}`: use lower-case letters, digits, `-` and `_`, starting with a letter"
+    )]
+    InvalidName(String),
+    #[error("`{0}` is the name of a native stage; choose another name")]
+    NativeName(String),
+    #[error("{} already exists", .0.display())]
+    Exists(PathBuf),
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Whether `name` can name a plugin (and a crate).
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
     let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name
             .chars()
@@ -127,23 +146,23 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "invalid plugin name `{name}`: use lower-case letters, digits, `-` and `_`, starting with a letter"
-        ))
+        Err(ScaffoldError::InvalidName(name.to_string()))
     }
 }
 
 /// Creates `DIR/NAME/` (DIR defaults to the current folder). Returns the crate folder.
-pub fn create(name: &str, dir: Option<&Path>, reserved: &[String]) -> Result<PathBuf, String> {
+pub fn create(
+    name: &str,
+    dir: Option<&Path>,
+    reserved: &[String],
+) -> Result<PathBuf, ScaffoldError> {
     check_name(name)?;
     if reserved.iter().any(|r| r == name) {
-        return Err(format!(
-            "`{name}` is the name of a native stage; choose another name"
-        ));
+        return Err(ScaffoldError::NativeName(name.to_string()));
     }
     let root = dir.unwrap_or(Path::new(".")).join(name);
     if root.exists() {
-        return Err(format!("{} already exists", root.display()));
+        return Err(ScaffoldError::Exists(root));
     }
     let files: [(&str, String); 8] = [
         ("Cargo.toml", cargo_toml(name)),
@@ -158,10 +177,17 @@ pub fn create(name: &str, dir: Option<&Path>, reserved: &[String]) -> Result<Pat
     for (rel, text) in files {
         let path = root.join(rel);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|source| ScaffoldError::Io {
+                what: "create",
+                path: parent.to_path_buf(),
+                source,
+            })?;
         }
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, text).map_err(|source| ScaffoldError::Io {
+            what: "write",
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(root)
 }
@@ -194,6 +220,7 @@ mod tests {
         assert!(
             create("my-stage", Some(&dir), &[])
                 .unwrap_err()
+                .to_string()
                 .contains("already exists")
         );
         assert!(create("exec", Some(&dir), &["exec".into()]).is_err());

@@ -3,68 +3,61 @@
 
 use std::path::Path;
 
-use pipeline_engine::diagnostic::Diagnostic;
+use pipeline_engine::diagnostic::{Diagnostic, Diagnostics};
 use pipeline_engine::plugin_lock::{Change, lock_suite};
 use pipeline_oci::client::PushInfo;
 use pipeline_oci::{Fetcher, OciError, OciReference, RegistryClient};
 
-use crate::commands::{EXIT_INVALID, EXIT_OK, EXIT_RUN_FAILED, print_diagnostics};
+use crate::commands::CliResult;
+use crate::error::CliError;
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn parse_reference(text: &str) -> Result<OciReference, u8> {
-    OciReference::parse(text).map_err(|e| {
-        print_diagnostics(&Diagnostic::error(e.to_string()).with_help(e.hint).into());
-        EXIT_INVALID
-    })
+fn parse_reference(text: &str) -> Result<OciReference, CliError> {
+    OciReference::parse(text)
+        .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string()).with_help(e.hint)).into())
 }
 
-fn registry_error(e: &OciError) -> u8 {
-    print_diagnostics(
-        &Diagnostic::error(e.to_string())
+fn registry_error(e: &OciError) -> CliError {
+    CliError::FailedDiagnostics(
+        Diagnostic::error(e.to_string())
             .with_help_opt(e.hint())
             .into(),
-    );
-    EXIT_RUN_FAILED
+    )
+}
+
+/// `reference` is not a plugin this runner can load (exit 1: what the registry holds).
+fn not_usable(reference: &OciReference, e: impl std::fmt::Display) -> CliError {
+    CliError::FailedDiagnostics(
+        Diagnostic::error(format!("{reference} is not a usable plugin: {e}")).into(),
+    )
 }
 
 /// `pipeline plugins push FILE REF`: the component, loaded and described
 /// first (a file that is not a plugin is refused before anything is sent).
-pub fn push(file: &Path, reference: &str) -> u8 {
-    let reference = match parse_reference(reference) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+pub fn push(file: &Path, reference: &str) -> CliResult {
+    let reference = parse_reference(reference)?;
     if reference.tag.is_none() || reference.digest.is_some() {
-        print_diagnostics(
-            &Diagnostic::error(format!(
+        return Err(Diagnostics::from(
+            Diagnostic::error(format!(
                 "push to `{reference}`: a push names a tag and no digest (the registry computes the digest)"
             ))
-            .with_help("e.g. oci://127.0.0.1:5000/team/my-stage:1.0")
-            .into(),
-        );
-        return EXIT_INVALID;
+            .with_help("e.g. oci://127.0.0.1:5000/team/my-stage:1.0"),
+        )
+        .into());
     }
     let loader =
         pipeline_wasm::WasmLoader::new().with_reserved_names(pipeline_native::registry().names());
-    let plugin = match loader.load_plugin(file, None) {
-        Ok(p) => p,
-        Err(e) => {
-            print_diagnostics(
-                &Diagnostic::error(format!("cannot push {}: {e}", file.display())).into(),
-            );
-            return EXIT_INVALID;
-        }
-    };
-    let bytes = match std::fs::read(file) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot read {}: {e}", file.display());
-            return EXIT_INVALID;
-        }
-    };
+    let plugin = loader.load_plugin(file, None).map_err(|e| {
+        CliError::from(Diagnostics::from(Diagnostic::error(format!(
+            "cannot push {}: {e}",
+            file.display()
+        ))))
+    })?;
+    let bytes = std::fs::read(file)
+        .map_err(|e| CliError::invalid(format!("cannot read {}: {e}", file.display())))?;
     let d = &plugin.description;
     let info = PushInfo {
         name: d.name.clone(),
@@ -77,31 +70,23 @@ pub fn push(file: &Path, reference: &str) -> u8 {
         ),
     };
     let client = RegistryClient::new(&reference.registry, &env);
-    match client.push(&reference, &bytes, &info) {
-        Ok(pushed) => {
-            println!("pushed {} ({} {})", reference, t(&d.name), t(&d.version));
-            println!("  manifest {}", pushed.manifest);
-            println!("  wasm     {} ({} bytes)", pushed.wasm, bytes.len());
-            println!(
-                "use it with `uses: {reference}`, then `pipeline lock SUITE` to pin this digest"
-            );
-            EXIT_OK
-        }
-        Err(e) => registry_error(&e),
-    }
+    let pushed = client
+        .push(&reference, &bytes, &info)
+        .map_err(|e| registry_error(&e))?;
+    println!("pushed {} ({} {})", reference, t(&d.name), t(&d.version));
+    println!("  manifest {}", pushed.manifest);
+    println!("  wasm     {} ({} bytes)", pushed.wasm, bytes.len());
+    println!("use it with `uses: {reference}`, then `pipeline lock SUITE` to pin this digest");
+    Ok(())
 }
 
 /// `pipeline plugins pull REF`: into the cache, checked, and loaded once so
 /// a reference that is not a usable plugin fails here rather than in a run.
-pub fn pull(reference: &str) -> u8 {
-    let reference = match parse_reference(reference) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let fetched = match Fetcher::new(&env).fetch(&reference, None) {
-        Ok(f) => f,
-        Err(e) => return registry_error(&e),
-    };
+pub fn pull(reference: &str) -> CliResult {
+    let reference = parse_reference(reference)?;
+    let fetched = Fetcher::new(&env)
+        .fetch(&reference, None)
+        .map_err(|e| registry_error(&e))?;
     let loader =
         pipeline_wasm::WasmLoader::new().with_reserved_names(pipeline_native::registry().names());
     match loader.load_plugin(&fetched.path, Some(&fetched.wasm)) {
@@ -119,14 +104,9 @@ pub fn pull(reference: &str) -> u8 {
             println!("  manifest {}", fetched.manifest);
             println!("  wasm     {}", fetched.wasm);
             println!("  file     {}", fetched.path.display());
-            EXIT_OK
+            Ok(())
         }
-        Err(e) => {
-            print_diagnostics(
-                &Diagnostic::error(format!("{reference} is not a usable plugin: {e}")).into(),
-            );
-            EXIT_RUN_FAILED
-        }
+        Err(e) => Err(not_usable(&reference, e)),
     }
 }
 
@@ -135,7 +115,7 @@ pub fn pull(reference: &str) -> u8 {
 pub fn fetch_for_describe(
     registry: &pipeline_engine::registry::Registry,
     text: &str,
-) -> Result<pipeline_engine::registry::RegisteredStage, u8> {
+) -> Result<pipeline_engine::registry::RegisteredStage, CliError> {
     let reference = parse_reference(text)?;
     let fetched = Fetcher::new(&env)
         .fetch(&reference, None)
@@ -146,13 +126,8 @@ pub fn fetch_for_describe(
             p.origin = format!("{reference} ({})", fetched.manifest);
             Ok(p)
         }
-        Ok(None) => Err(EXIT_RUN_FAILED),
-        Err(e) => {
-            print_diagnostics(
-                &Diagnostic::error(format!("{reference} is not a usable plugin: {e}")).into(),
-            );
-            Err(EXIT_RUN_FAILED)
-        }
+        Ok(None) => Err(not_usable(&reference, "no plugin at its path")),
+        Err(e) => Err(not_usable(&reference, e)),
     }
 }
 
@@ -180,30 +155,23 @@ pub fn list_cached() {
 }
 
 /// `pipeline lock SUITE [--update]`.
-pub fn lock(suite: &Path, update: bool) -> u8 {
-    match lock_suite(suite, update, &env) {
-        Ok(done) => {
-            if !done.written {
-                println!("{}: no `oci://` plugin; nothing to lock", suite.display());
-                return EXIT_OK;
-            }
-            for (change, entry) in &done.entries {
-                let what = match change {
-                    Change::Added => "locked ",
-                    Change::Updated => "updated",
-                    Change::Kept => "kept   ",
-                    Change::Removed => "removed",
-                };
-                println!("{what} {} {}", entry.reference, entry.manifest);
-            }
-            println!("wrote {}", done.lock_file.display());
-            EXIT_OK
-        }
-        Err(d) => {
-            print_diagnostics(&d);
-            EXIT_INVALID
-        }
+pub fn lock(suite: &Path, update: bool) -> CliResult {
+    let done = lock_suite(suite, update, &env)?;
+    if !done.written {
+        println!("{}: no `oci://` plugin; nothing to lock", suite.display());
+        return Ok(());
     }
+    for (change, entry) in &done.entries {
+        let what = match change {
+            Change::Added => "locked ",
+            Change::Updated => "updated",
+            Change::Kept => "kept   ",
+            Change::Removed => "removed",
+        };
+        println!("{what} {} {}", entry.reference, entry.manifest);
+    }
+    println!("wrote {}", done.lock_file.display());
+    Ok(())
 }
 
 fn t(s: &str) -> String {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use pipeline_test_tiers::{Tier, live};
+
 use common::stage;
 
 use std::sync::Mutex;
@@ -70,7 +72,6 @@ fn metric(stage: &Value, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no metric {name} in {stage:#}"))
 }
 
-#[test]
 fn full_baseline_runs_and_leaves_nothing_behind() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let before = pools();
@@ -163,7 +164,6 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
     assert_eq!(pools(), before);
 }
 
-#[test]
 fn failing_stage_is_followed_by_cleanup() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let (code, r, _) = run("tests/ceph/failing-read-then-cleanup.yaml", &[]);
@@ -182,7 +182,6 @@ fn failing_stage_is_followed_by_cleanup() {
     assert!(!pools().contains(&"pipeline-test-failing".to_string()));
 }
 
-#[test]
 fn existing_pool_is_refused_and_untouched() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let pool = "pipeline-test-existing";
@@ -234,7 +233,6 @@ fn existing_pool_is_refused_and_untouched() {
     let _ = std::fs::remove_file(marker);
 }
 
-#[test]
 fn pool_delete_disabled_is_reported_and_nothing_else_deleted() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let pool = "pipeline-test-nodelete";
@@ -308,7 +306,6 @@ fn pool_delete_disabled_is_reported_and_nothing_else_deleted() {
     delete_pool(pool);
 }
 
-#[test]
 fn stage_timeout_kills_rados_and_cleans_up() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let started = std::time::Instant::now();
@@ -329,7 +326,6 @@ fn stage_timeout_kills_rados_and_cleans_up() {
     assert!(started.elapsed() < Duration::from_secs(120));
 }
 
-#[test]
 fn ec_vs_replica_runs_side_by_side() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let before = pools();
@@ -368,7 +364,6 @@ impl Drop for NooutSet {
 /// ceph-health with the noout flag set (HEALTH_WARN, OSDMAP_FLAGS): `fail_on:
 /// warn` fails naming the check; ignoring every check present passes and
 /// still records them (metrics, outputs, notes, environment).
-#[test]
 fn ceph_health_gates_on_the_configured_health() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let (ok, text) = ceph("ceph", &["osd", "set", "noout"]);
@@ -458,7 +453,6 @@ impl Drop for PoolDeleteAllowed {
 /// One removal failing (an image with a snapshot) and the pool deletion
 /// refused (EPERM) do not stop the others: the objects go, every pool and EC
 /// profile is still tried, and the error names each failure and what is left.
-#[test]
 fn cleanup_attempts_every_removal_and_reports_each_failure() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let (pool, ec_pool) = ("pipeline-test-continue", "pipeline-test-continue-ec");
@@ -547,7 +541,6 @@ fn written_by(names: &[String], prefix: &str) -> Vec<String> {
 /// killed before rados stores it: `rados cleanup --run-name` would then
 /// delete every `benchmark_data_HOST*` object); then X cleans up. Each
 /// cleanup removes its own run's objects and no other run's.
-#[test]
 fn runs_sharing_a_pool_remove_only_their_own_objects() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let pool = "pipeline-test-shared";
@@ -645,4 +638,54 @@ fn runs_sharing_a_pool_remove_only_their_own_objects() {
         "X's cleanup removed Z's objects"
     );
     assert!(after_x.contains(&format!("{pool}-z")), "{after_x:?}");
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![
+        live(
+            "full_baseline_runs_and_leaves_nothing_behind",
+            &[Tier::Cluster],
+            full_baseline_runs_and_leaves_nothing_behind,
+        ),
+        live(
+            "failing_stage_is_followed_by_cleanup",
+            &[Tier::Cluster],
+            failing_stage_is_followed_by_cleanup,
+        ),
+        live(
+            "existing_pool_is_refused_and_untouched",
+            &[Tier::Cluster],
+            existing_pool_is_refused_and_untouched,
+        ),
+        live(
+            "pool_delete_disabled_is_reported_and_nothing_else_deleted",
+            &[Tier::Cluster],
+            pool_delete_disabled_is_reported_and_nothing_else_deleted,
+        ),
+        live(
+            "stage_timeout_kills_rados_and_cleans_up",
+            &[Tier::Cluster],
+            stage_timeout_kills_rados_and_cleans_up,
+        ),
+        live(
+            "ec_vs_replica_runs_side_by_side",
+            &[Tier::Cluster],
+            ec_vs_replica_runs_side_by_side,
+        ),
+        live(
+            "ceph_health_gates_on_the_configured_health",
+            &[Tier::Cluster],
+            ceph_health_gates_on_the_configured_health,
+        ),
+        live(
+            "cleanup_attempts_every_removal_and_reports_each_failure",
+            &[Tier::Cluster],
+            cleanup_attempts_every_removal_and_reports_each_failure,
+        ),
+        live(
+            "runs_sharing_a_pool_remove_only_their_own_objects",
+            &[Tier::Cluster],
+            runs_sharing_a_pool_remove_only_their_own_objects,
+        ),
+    ]);
 }

@@ -6,10 +6,12 @@
 //! client's versions, nothing stays mounted, and `pipeline compare` of the
 //! two runs names the client release above the figures.
 //!
-//! Without `PIPELINE_CLIENT_ROOTS` (the host-only tier, no roots built)
-//! the test says so and passes.
+//! A live test of the `cluster` and `roots` tiers (pipeline-test-tiers):
+//! listed as ignored unless scripts/test.sh turned them on.
 
 mod common;
+
+use pipeline_test_tiers::{Tier, live};
 
 use std::path::{Path, PathBuf};
 
@@ -17,18 +19,19 @@ use serde_json::Value;
 
 const SUITE: &str = "tests/client-roots/client-release.yaml";
 
-/// The folder holding the roots; `None` when the tests were not given
-/// one. Given one, its trixie root must be there: a tier that promised
-/// roots and has none fails rather than skips.
-fn roots() -> Option<PathBuf> {
-    let dir = std::env::var_os("PIPELINE_CLIENT_ROOTS").filter(|d| !d.is_empty())?;
+/// The folder holding the roots, with its trixie root finished: the
+/// `roots` tier promised them, so their absence fails rather than skips.
+fn roots() -> PathBuf {
+    let dir = std::env::var_os("PIPELINE_CLIENT_ROOTS")
+        .filter(|d| !d.is_empty())
+        .expect("the roots tier is on, but PIPELINE_CLIENT_ROOTS is not set (the folder scripts/ceph-root.sh builds the roots in, e.g. /var/cache/pipeline/roots)");
     let trixie = Path::new(&dir).join("trixie");
     assert!(
         trixie.join(".pipeline-root").is_file(),
         "PIPELINE_CLIENT_ROOTS is set, but {} is not a finished root (no .pipeline-root): run scripts/ceph-root.sh 18.2",
         trixie.display()
     );
-    Some(PathBuf::from(dir))
+    PathBuf::from(dir)
 }
 
 /// Runs the suite with `client`; returns the run folder and its results.
@@ -86,14 +89,8 @@ fn mounted_under(root: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
 fn each_stage_records_its_client_and_compare_names_the_client_release() {
-    let Some(roots) = roots() else {
-        println!(
-            "skipped: PIPELINE_CLIENT_ROOTS is not set (the folder scripts/ceph-root.sh builds the client roots in, e.g. /var/cache/pipeline/roots)"
-        );
-        return;
-    };
+    let roots = roots();
     let trixie = roots.join("trixie");
     let dir = common::temp_dir("client-roots");
 
@@ -187,4 +184,12 @@ fn each_stage_records_its_client_and_compare_names_the_client_release() {
         "{changes:#?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![live(
+        "each_stage_records_its_client_and_compare_names_the_client_release",
+        &[Tier::Cluster, Tier::Roots],
+        each_stage_records_its_client_and_compare_names_the_client_release,
+    )]);
 }

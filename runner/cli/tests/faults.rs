@@ -9,6 +9,8 @@
 
 mod common;
 
+use pipeline_test_tiers::{Tier, live};
+
 use common::results;
 
 use common::stage;
@@ -159,7 +161,6 @@ cleanup:
 /// gives up at the suite's `command_timeout` with a message that says so,
 /// the run fails with results.json intact, and once the monitor is back
 /// `pipeline cleanup` removes the pool.
-#[test]
 fn a_stopped_monitor_fails_the_run_cleanly_and_pipeline_cleanup_finishes_later() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let before = pools();
@@ -232,7 +233,6 @@ cleanup:
 /// the write completes degraded (size 3, min_size 2), the health before
 /// and after is in the results and the report, and cleanup removes
 /// everything.
-#[test]
 fn an_osd_lost_mid_write_is_reported_and_cleanup_still_removes_everything() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let before = pools();
@@ -300,7 +300,6 @@ cleanup:
 
 /// Ctrl-C (SIGINT) in the middle of a rados bench write: rados stops, the
 /// run ends cancelled (130), cleanup removes the pool and the objects.
-#[test]
 fn ctrl_c_during_a_ceph_stage_stops_it_and_cleanup_removes_what_it_wrote() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let before = pools();
@@ -355,7 +354,6 @@ cleanup:
 /// Two runs of one suite started in the same second against one cluster:
 /// different run ids (so different pools, bench run names and buckets),
 /// both succeed, and each cleanup removes only what its own run created.
-#[test]
 fn two_runs_of_one_suite_at_once_do_not_touch_each_other() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let before = pools();
@@ -381,4 +379,29 @@ fn two_runs_of_one_suite_at_once_do_not_touch_each_other() {
     let (c1, c2) = (created(&r1), created(&r2));
     assert!(c1.iter().all(|c| !c2.contains(c)), "{c1:?}\n{c2:?}");
     assert_eq!(pools(), before);
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![
+        live(
+            "a_stopped_monitor_fails_the_run_cleanly_and_pipeline_cleanup_finishes_later",
+            &[Tier::Cluster],
+            a_stopped_monitor_fails_the_run_cleanly_and_pipeline_cleanup_finishes_later,
+        ),
+        live(
+            "an_osd_lost_mid_write_is_reported_and_cleanup_still_removes_everything",
+            &[Tier::Cluster],
+            an_osd_lost_mid_write_is_reported_and_cleanup_still_removes_everything,
+        ),
+        live(
+            "ctrl_c_during_a_ceph_stage_stops_it_and_cleanup_removes_what_it_wrote",
+            &[Tier::Cluster],
+            ctrl_c_during_a_ceph_stage_stops_it_and_cleanup_removes_what_it_wrote,
+        ),
+        live(
+            "two_runs_of_one_suite_at_once_do_not_touch_each_other",
+            &[Tier::Cluster],
+            two_runs_of_one_suite_at_once_do_not_touch_each_other,
+        ),
+    ]);
 }

@@ -13,6 +13,8 @@
 
 mod common;
 
+use pipeline_test_tiers::{Tier, live, live_case};
+
 use std::path::{Path, PathBuf};
 
 use common::sshd::{ADDRESSES, DOWN_ADDRESS, Options, Sshd};
@@ -29,7 +31,6 @@ fn text(out: &std::process::Output) -> (Option<i32>, String, String) {
 /// The harness itself: the key works on both addresses; a wrong key, an
 /// unknown host key and a host that is down fail with the messages the
 /// engine classifies.
-#[test]
 fn sshd_harness_accepts_the_key_and_refuses_the_rest() {
     let sshd = Sshd::start();
     for address in ADDRESSES {
@@ -67,7 +68,6 @@ fn sshd_harness_accepts_the_key_and_refuses_the_rest() {
 
 /// The harness's broken node2: a program missing from its PATH, and a
 /// read-only /proc/sys/vm, while node1 is untouched.
-#[test]
 fn sshd_harness_can_break_node2() {
     let sshd = Sshd::start_with(Options {
         node2_missing: vec!["fio".into()],
@@ -380,29 +380,21 @@ fn wait_until_gone(done: impl Fn() -> bool) -> bool {
     done()
 }
 
-#[test]
-fn host_pipelines_have_the_expected_shape() {
-    let only = std::env::var("HOSTS_CASE").ok();
-    let mut failures = Vec::new();
-    for case in common::cases("tests/hosts", "yaml") {
-        if only
-            .as_deref()
-            .is_some_and(|o| !case.to_string_lossy().contains(o))
-        {
-            continue;
-        }
-        let shape = run_case(&case);
-        let text = serde_json::to_string_pretty(&shape).unwrap() + "\n";
-        if let Some(diff) = common::golden(&case.with_extension("expect.json"), &text) {
-            failures.push(diff);
-        }
+/// One case of `tests/hosts/`: its run has the shape of its `.expect.json`.
+fn host_case(case: &Path) -> Result<(), pipeline_test_tiers::Failed> {
+    // The cases take turns, as they did in one loop: several start iperf3 on fixed ports.
+    static CASES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = CASES.lock().unwrap_or_else(|e| e.into_inner());
+    let shape = run_case(case);
+    let text = serde_json::to_string_pretty(&shape).unwrap() + "\n";
+    match common::golden(&case.with_extension("expect.json"), &text) {
+        None => Ok(()),
+        Some(diff) => Err(diff.into()),
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 /// `pipelines/multi-host.yaml`, the example suite, against the harness's
 /// hosts: key and known_hosts come from the environment it declares.
-#[test]
 fn multi_host_example_runs() {
     let sshd = Sshd::start();
     let dir = common::temp_dir("hosts-multi-host-example");
@@ -573,7 +565,6 @@ fn pairs(v: &[(&str, f64)]) -> Vec<(String, f64)> {
 /// Rates of hosts that ran one after the other (`parallel: 1`) were measured
 /// over different windows: host=all does not sum them, and the stage says
 /// why. With both hosts at once (`parallel: 2`) it does.
-#[test]
 fn host_all_sums_rates_only_of_hosts_that_ran_together() {
     let sshd = Sshd::start();
 
@@ -623,7 +614,6 @@ fn host_all_sums_rates_only_of_hosts_that_ran_together() {
 /// `times`, appended to stderr), and the saved stderr file holds exactly
 /// what the tool printed; a command killed before its shell reported has an
 /// unknown CPU, and its stderr is still only the tool's.
-#[test]
 fn remote_commands_report_their_cpu_and_keep_their_stderr() {
     let sshd = Sshd::start();
     let dir = common::temp_dir("hosts-remote-cpu");
@@ -697,7 +687,6 @@ stages:
 /// minimal environment (`env -i --` on the far side) plus the variables the
 /// pipeline grants; the far side's own session variables (SSH_*, MAIL...)
 /// do not reach it. Uses the `hostile-env` test guest.
-#[test]
 fn a_wasm_plugin_on_a_remote_host_gets_only_the_granted_environment() {
     let guest = common::root().join("plugins/guests/target/hostile_env.wasm");
     assert!(
@@ -755,7 +744,6 @@ fn a_wasm_plugin_on_a_remote_host_gets_only_the_granted_environment() {
 /// killed on the far side): the stage fails naming it, within the stage's
 /// timeout, and nothing the stage started is left running on the other
 /// host (checked with pgrep over SSH).
-#[test]
 fn a_host_lost_mid_stage_is_named_and_nothing_is_left_running_elsewhere() {
     let sshd = Sshd::start();
     let dir = common::temp_dir("hosts-lost");
@@ -818,7 +806,6 @@ stages:
 /// `pipeline validate --check-hosts` (README): connects to every host and
 /// checks the programs its stages need, without running anything; a host
 /// that is down is named, and the exit code says invalid.
-#[test]
 fn validate_check_hosts_connects_and_names_a_host_that_is_down() {
     let sshd = Sshd::start();
     let dir = common::temp_dir("hosts-check");
@@ -858,4 +845,60 @@ fn validate_check_hosts_connects_and_names_a_host_that_is_down() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).2);
     drop(sshd);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    // One trial per case of tests/hosts: `cargo test -p pipeline --test hosts -- cases::wrong-key`.
+    let cases = common::cases("tests/hosts", "yaml")
+        .into_iter()
+        .map(|case| {
+            let name = case.file_stem().unwrap().to_string_lossy().into_owned();
+            live_case(&format!("cases::{name}"), &[Tier::Hosts], move || {
+                host_case(&case)
+            })
+        });
+    let mut trials: Vec<_> = cases.collect();
+    trials.extend(vec![
+        live(
+            "sshd_harness_accepts_the_key_and_refuses_the_rest",
+            &[Tier::Hosts],
+            sshd_harness_accepts_the_key_and_refuses_the_rest,
+        ),
+        live(
+            "sshd_harness_can_break_node2",
+            &[Tier::Hosts],
+            sshd_harness_can_break_node2,
+        ),
+        live(
+            "multi_host_example_runs",
+            &[Tier::Hosts],
+            multi_host_example_runs,
+        ),
+        live(
+            "host_all_sums_rates_only_of_hosts_that_ran_together",
+            &[Tier::Hosts],
+            host_all_sums_rates_only_of_hosts_that_ran_together,
+        ),
+        live(
+            "remote_commands_report_their_cpu_and_keep_their_stderr",
+            &[Tier::Hosts],
+            remote_commands_report_their_cpu_and_keep_their_stderr,
+        ),
+        live(
+            "a_wasm_plugin_on_a_remote_host_gets_only_the_granted_environment",
+            &[Tier::Hosts],
+            a_wasm_plugin_on_a_remote_host_gets_only_the_granted_environment,
+        ),
+        live(
+            "a_host_lost_mid_stage_is_named_and_nothing_is_left_running_elsewhere",
+            &[Tier::Hosts],
+            a_host_lost_mid_stage_is_named_and_nothing_is_left_running_elsewhere,
+        ),
+        live(
+            "validate_check_hosts_connects_and_names_a_host_that_is_down",
+            &[Tier::Hosts],
+            validate_check_hosts_connects_and_names_a_host_that_is_down,
+        ),
+    ]);
+    pipeline_test_tiers::run(trials);
 }

@@ -11,6 +11,8 @@
 
 mod common;
 
+use pipeline_test_tiers::{Tier, live};
+
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -126,7 +128,6 @@ fn assert_nothing_left(sshd: &Sshd, suite: &str, r: &Value, buckets: usize) {
     assert!(ledger.iter().all(|b| b["removed"] == true), "{ledger:#?}");
 }
 
-#[test]
 fn two_hosts_count_what_the_gateway_counts_and_merge_their_histograms() {
     let sshd = Sshd::start();
     let (file, run_dir) = suite(&sshd, "put");
@@ -313,7 +314,6 @@ fn finish(child: Child) -> (Option<i32>, String) {
     )
 }
 
-#[test]
 fn a_host_whose_worker_dies_fails_the_stage_by_name_and_nothing_is_left() {
     let sshd = Sshd::start();
     let (file, run_dir) = suite(&sshd, "lost");
@@ -339,7 +339,6 @@ fn a_host_whose_worker_dies_fails_the_stage_by_name_and_nothing_is_left() {
     assert_nothing_left(&sshd, "clients-lost", &r, 2);
 }
 
-#[test]
 fn a_silent_host_is_excluded_when_the_suite_says_so_and_marked() {
     let sshd = Sshd::start();
     let (file, run_dir) = suite(&sshd, "lost");
@@ -381,7 +380,6 @@ fn a_silent_host_is_excluded_when_the_suite_says_so_and_marked() {
 /// `pipelines/multi-client.yaml`, the example, with its Ansible inventory,
 /// against the harness's hosts: `plan` shows where each worker runs, and
 /// the run merges both hosts in every stage.
-#[test]
 fn the_multi_client_example_plans_and_runs_from_both_hosts() {
     let sshd = Sshd::start();
     let dir = common::temp_dir("clients-example");
@@ -460,7 +458,6 @@ fn the_multi_client_example_plans_and_runs_from_both_hosts() {
     assert!(bucket_names().iter().all(|b| !b.contains("multi-client")));
 }
 
-#[test]
 fn ctrl_c_stops_every_worker_and_their_buckets_are_removed() {
     let sshd = Sshd::start();
     let (file, run_dir) = suite(&sshd, "lost");
@@ -484,7 +481,6 @@ fn objects_in(pool: &str) -> Vec<String> {
     text.lines().map(str::to_string).collect()
 }
 
-#[test]
 fn rados_bench_on_two_hosts_starts_together_and_cleanup_finds_both_hosts_objects() {
     let sshd = Sshd::start();
     let (file, run_dir) = suite(&sshd, "rados");
@@ -542,7 +538,6 @@ fn rados_bench_on_two_hosts_starts_together_and_cleanup_finds_both_hosts_objects
 
 /// A `pipeline:` in the inventory that is no pipeline binary (or none at
 /// all) fails the stage naming the host and the binary, before any load.
-#[test]
 fn a_binary_named_by_the_inventory_that_is_not_a_worker_is_refused_by_name() {
     let sshd = Sshd::start();
     for (node, address, binary, expected) in [
@@ -587,4 +582,44 @@ fn a_binary_named_by_the_inventory_that_is_not_a_worker_is_refused_by_name() {
             r["created"].as_array().unwrap().len(),
         );
     }
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![
+        live(
+            "two_hosts_count_what_the_gateway_counts_and_merge_their_histograms",
+            &[Tier::Cluster, Tier::Hosts],
+            two_hosts_count_what_the_gateway_counts_and_merge_their_histograms,
+        ),
+        live(
+            "a_host_whose_worker_dies_fails_the_stage_by_name_and_nothing_is_left",
+            &[Tier::Cluster, Tier::Hosts],
+            a_host_whose_worker_dies_fails_the_stage_by_name_and_nothing_is_left,
+        ),
+        live(
+            "a_silent_host_is_excluded_when_the_suite_says_so_and_marked",
+            &[Tier::Cluster, Tier::Hosts],
+            a_silent_host_is_excluded_when_the_suite_says_so_and_marked,
+        ),
+        live(
+            "the_multi_client_example_plans_and_runs_from_both_hosts",
+            &[Tier::Cluster, Tier::Hosts],
+            the_multi_client_example_plans_and_runs_from_both_hosts,
+        ),
+        live(
+            "ctrl_c_stops_every_worker_and_their_buckets_are_removed",
+            &[Tier::Cluster, Tier::Hosts],
+            ctrl_c_stops_every_worker_and_their_buckets_are_removed,
+        ),
+        live(
+            "rados_bench_on_two_hosts_starts_together_and_cleanup_finds_both_hosts_objects",
+            &[Tier::Cluster, Tier::Hosts],
+            rados_bench_on_two_hosts_starts_together_and_cleanup_finds_both_hosts_objects,
+        ),
+        live(
+            "a_binary_named_by_the_inventory_that_is_not_a_worker_is_refused_by_name",
+            &[Tier::Cluster, Tier::Hosts],
+            a_binary_named_by_the_inventory_that_is_not_a_worker_is_refused_by_name,
+        ),
+    ]);
 }

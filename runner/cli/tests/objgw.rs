@@ -11,6 +11,8 @@
 
 mod common;
 
+use pipeline_test_tiers::{Tier, live};
+
 use common::gateway::{bucket_names, curl, env, gateway_counters, keys, metric, total};
 use common::stage;
 
@@ -125,7 +127,6 @@ fn run_and_cross_check(file: &str, id: &str, plan_name: &str) -> Value {
     s
 }
 
-#[test]
 fn put_runs_counts_what_the_gateway_counts_and_leaves_nothing() {
     let s = run_and_cross_check("tests/objgw/put.yaml", "put", "objgw-put");
     assert_eq!(metric(&s, "ops", "put", "measure"), 300.0);
@@ -153,7 +154,6 @@ fn put_runs_counts_what_the_gateway_counts_and_leaves_nothing() {
     );
 }
 
-#[test]
 fn get_prefills_verifies_and_leaves_nothing() {
     let s = run_and_cross_check("tests/objgw/get.yaml", "get", "objgw-get");
     assert_eq!(metric(&s, "ops", "put", "prefill"), 40.0);
@@ -164,7 +164,6 @@ fn get_prefills_verifies_and_leaves_nothing() {
     );
 }
 
-#[test]
 fn mixed_runs_every_operation_and_leaves_nothing() {
     let s = run_and_cross_check("tests/objgw/mixed.yaml", "mixed", "objgw-mixed");
     let artifacts = s["artifacts"].to_string();
@@ -177,7 +176,6 @@ fn mixed_runs_every_operation_and_leaves_nothing() {
     }
 }
 
-#[test]
 fn wrong_credentials_fail_at_once_with_one_clear_message() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
     let wrong = "not-the-secret-key-of-this-gateway";
@@ -205,7 +203,6 @@ fn wrong_credentials_fail_at_once_with_one_clear_message() {
     assert!(bucket_names().iter().all(|b| !b.contains("objgw-put")));
 }
 
-#[test]
 fn a_pre_existing_bucket_keeps_its_other_objects() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
     let bucket = format!("pipeline-test-s3-existing-{}", std::process::id());
@@ -248,7 +245,6 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     panic!("{what} did not happen within 60 s");
 }
 
-#[test]
 fn ctrl_c_stops_the_load_and_still_removes_the_bucket() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
     let (mut child, run_dir) = spawn_run("tests/objgw/interrupted.yaml", "objgw-interrupted");
@@ -297,7 +293,6 @@ fn ctrl_c_stops_the_load_and_still_removes_the_bucket() {
     );
 }
 
-#[test]
 fn swift_put_counts_what_the_gateway_counts_and_leaves_nothing() {
     let s = run_and_cross_check("tests/objgw/swift-put.yaml", "swift-put", "objgw-swift-put");
     assert_eq!(s["plugin"], "swift-bench");
@@ -308,7 +303,6 @@ fn swift_put_counts_what_the_gateway_counts_and_leaves_nothing() {
     );
 }
 
-#[test]
 fn swift_mixed_runs_every_operation_over_two_containers_and_leaves_nothing() {
     let s = run_and_cross_check(
         "tests/objgw/swift-mixed.yaml",
@@ -324,7 +318,6 @@ fn swift_mixed_runs_every_operation_over_two_containers_and_leaves_nothing() {
     );
 }
 
-#[test]
 fn a_wrong_swift_key_fails_at_once_with_one_clear_message() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
     let wrong = "not-the-swift-key-of-this-gateway";
@@ -349,7 +342,6 @@ fn a_wrong_swift_key_fails_at_once_with_one_clear_message() {
     );
 }
 
-#[test]
 fn a_target_rate_issues_requests_on_its_schedule_and_says_so() {
     let s = run_and_cross_check("tests/objgw/rate.yaml", "rate", "objgw-rate");
     let target = s["metrics"]
@@ -369,7 +361,6 @@ fn a_target_rate_issues_requests_on_its_schedule_and_says_so() {
     assert!(notes.contains("coordinated omission corrected"), "{notes}");
 }
 
-#[test]
 fn head_and_list_run_beside_get_and_are_counted_apart() {
     let s = run_and_cross_check("tests/objgw/head-list.yaml", "head-list", "objgw-head-list");
     let head = metric(&s, "ops", "head", "measure");
@@ -388,7 +379,6 @@ fn head_and_list_run_beside_get_and_are_counted_apart() {
     assert!(bandwidth_of("get") && !bandwidth_of("head") && !bandwidth_of("list"));
 }
 
-#[test]
 fn steady_state_says_whether_it_was_reached() {
     let s = run_and_cross_check("tests/objgw/steady.yaml", "steady", "objgw-steady");
     let value = |name: &str| {
@@ -439,7 +429,6 @@ impl Drop for GatewayStopped {
     }
 }
 
-#[test]
 fn a_gateway_that_stops_answering_fails_the_stage_with_counted_errors_and_cleanup_still_runs() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
     let (mut child, run_dir) =
@@ -477,7 +466,6 @@ fn a_gateway_that_stops_answering_fails_the_stage_with_counted_errors_and_cleanu
     assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
 }
 
-#[test]
 fn objects_of_several_sizes_are_written_and_read_back_each_at_its_size() {
     let s = run_and_cross_check("tests/objgw/sizes.yaml", "sizes", "objgw-sizes");
     let puts = total(&s, "ops", "put");
@@ -502,7 +490,6 @@ fn objects_of_several_sizes_are_written_and_read_back_each_at_its_size() {
     );
 }
 
-#[test]
 fn large_objects_go_in_parts_with_latency_per_object_and_per_part() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
     let (code, r, _, output) = run("tests/objgw/multipart.yaml", &[], &[]);
@@ -543,7 +530,6 @@ fn large_objects_go_in_parts_with_latency_per_object_and_per_part() {
     assert!(leftovers.is_empty(), "buckets left behind: {leftovers:?}");
 }
 
-#[test]
 fn keys_can_come_from_a_profile_of_the_shared_credentials_file() {
     let _turn = GATEWAY.lock().unwrap_or_else(|e| e.into_inner());
     let dir = common::temp_dir("objgw-profile");
@@ -578,4 +564,25 @@ fn keys_can_come_from_a_profile_of_the_shared_credentials_file() {
     );
     assert_eq!(metric(stage(&r, "put"), "ops", "put", "measure"), 300.0);
     assert_secret_absent(&run_dir);
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![
+        live("put_runs_counts_what_the_gateway_counts_and_leaves_nothing", &[Tier::Cluster], put_runs_counts_what_the_gateway_counts_and_leaves_nothing),
+        live("get_prefills_verifies_and_leaves_nothing", &[Tier::Cluster], get_prefills_verifies_and_leaves_nothing),
+        live("mixed_runs_every_operation_and_leaves_nothing", &[Tier::Cluster], mixed_runs_every_operation_and_leaves_nothing),
+        live("wrong_credentials_fail_at_once_with_one_clear_message", &[Tier::Cluster], wrong_credentials_fail_at_once_with_one_clear_message),
+        live("a_pre_existing_bucket_keeps_its_other_objects", &[Tier::Cluster], a_pre_existing_bucket_keeps_its_other_objects),
+        live("ctrl_c_stops_the_load_and_still_removes_the_bucket", &[Tier::Cluster], ctrl_c_stops_the_load_and_still_removes_the_bucket),
+        live("swift_put_counts_what_the_gateway_counts_and_leaves_nothing", &[Tier::Cluster], swift_put_counts_what_the_gateway_counts_and_leaves_nothing),
+        live("swift_mixed_runs_every_operation_over_two_containers_and_leaves_nothing", &[Tier::Cluster], swift_mixed_runs_every_operation_over_two_containers_and_leaves_nothing),
+        live("a_wrong_swift_key_fails_at_once_with_one_clear_message", &[Tier::Cluster], a_wrong_swift_key_fails_at_once_with_one_clear_message),
+        live("a_target_rate_issues_requests_on_its_schedule_and_says_so", &[Tier::Cluster], a_target_rate_issues_requests_on_its_schedule_and_says_so),
+        live("head_and_list_run_beside_get_and_are_counted_apart", &[Tier::Cluster], head_and_list_run_beside_get_and_are_counted_apart),
+        live("steady_state_says_whether_it_was_reached", &[Tier::Cluster], steady_state_says_whether_it_was_reached),
+        live("a_gateway_that_stops_answering_fails_the_stage_with_counted_errors_and_cleanup_still_runs", &[Tier::Cluster], a_gateway_that_stops_answering_fails_the_stage_with_counted_errors_and_cleanup_still_runs),
+        live("objects_of_several_sizes_are_written_and_read_back_each_at_its_size", &[Tier::Cluster], objects_of_several_sizes_are_written_and_read_back_each_at_its_size),
+        live("large_objects_go_in_parts_with_latency_per_object_and_per_part", &[Tier::Cluster], large_objects_go_in_parts_with_latency_per_object_and_per_part),
+        live("keys_can_come_from_a_profile_of_the_shared_credentials_file", &[Tier::Cluster], keys_can_come_from_a_profile_of_the_shared_credentials_file),
+    ]);
 }

@@ -3,6 +3,8 @@
 
 mod common;
 
+use pipeline_test_tiers::{Tier, live};
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -59,7 +61,6 @@ fn text(out: &std::process::Output) -> String {
     )
 }
 
-#[test]
 fn sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were() {
     let before = pools();
     let dir = common::temp_dir("recovery-sigkill");
@@ -172,4 +173,12 @@ fn sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were
         text(&again)
     );
     assert_eq!(pools(), before);
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![live(
+        "sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were",
+        &[Tier::Cluster],
+        sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were,
+    )]);
 }

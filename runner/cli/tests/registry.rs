@@ -5,6 +5,8 @@
 
 mod common;
 
+use pipeline_test_tiers::{Tier, live};
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -156,7 +158,6 @@ fn skopeo(args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
-#[test]
 fn a_pushed_plugin_is_read_by_skopeo_and_runs_from_the_registry() {
     let registry = Registry::start("push");
     let team = Team::new("push");
@@ -232,7 +233,6 @@ fn a_pushed_plugin_is_read_by_skopeo_and_runs_from_the_registry() {
     );
 }
 
-#[test]
 fn locked_runs_need_a_current_lock() {
     let registry = Registry::start("lock");
     let team = Team::new("lock");
@@ -302,7 +302,6 @@ fn locked_runs_need_a_current_lock() {
     team.ok(&["validate", "--locked", &suite]);
 }
 
-#[test]
 fn a_re_pushed_tag_does_not_change_a_locked_run() {
     let mut registry = Registry::start("repush");
     let team = Team::new("repush");
@@ -359,7 +358,6 @@ fn a_re_pushed_tag_does_not_change_a_locked_run() {
     registry.stop();
 }
 
-#[test]
 fn a_locked_and_pulled_suite_runs_with_the_registry_stopped() {
     let mut registry = Registry::start("offline");
     let team = Team::new("offline");
@@ -389,7 +387,6 @@ fn a_locked_and_pulled_suite_runs_with_the_registry_stopped() {
     assert!(err.contains("runs without it"), "{err}");
 }
 
-#[test]
 fn registry_errors_each_get_one_clear_message() {
     let registry = Registry::start("errors");
     let team = Team::new("errors");
@@ -481,7 +478,6 @@ fn registry_errors_each_get_one_clear_message() {
     assert_eq!(registry.get_status("/v2/team/not/tags/list"), Some(404));
 }
 
-#[test]
 fn credentials_come_from_the_environment_or_the_docker_config_and_never_show() {
     const PASSWORD: &str = "pw-Zq81-never-printed";
     let registry = Registry::start_with_user("auth", "alice", PASSWORD);
@@ -569,7 +565,6 @@ fn credentials_come_from_the_environment_or_the_docker_config_and_never_show() {
     }
 }
 
-#[test]
 fn a_component_published_by_another_tool_runs() {
     // The wasm OCI layout written with the registry API by hand (curl), as
     // wkg or oras would publish it: no `pipeline plugins push` involved.
@@ -596,7 +591,6 @@ fn a_component_published_by_another_tool_runs() {
     assert_eq!(s["plugin_sha256"], wasm.as_str());
 }
 
-#[test]
 fn the_example_suite_runs_a_plugin_published_to_the_sandbox_registry() {
     // scripts/test.sh starts the sandbox, whose registry is on 127.0.0.1:5055.
     let registry = std::env::var("PIPELINE_SANDBOX_REGISTRY").expect(
@@ -636,7 +630,6 @@ fn the_example_suite_runs_a_plugin_published_to_the_sandbox_registry() {
     );
 }
 
-#[test]
 fn bytes_that_do_not_match_the_lock_or_the_cache_are_never_run() {
     let mut registry = Registry::start("tamper");
     let team = Team::new("tamper");
@@ -687,7 +680,6 @@ fn bytes_that_do_not_match_the_lock_or_the_cache_are_never_run() {
     assert!(!team.dir.join("run2").exists());
 }
 
-#[test]
 fn a_hostile_manifest_is_refused_before_its_blob_is_read() {
     let registry = Registry::start("hostile");
     let team = Team::new("hostile");
@@ -725,4 +717,59 @@ fn a_hostile_manifest_is_refused_before_its_blob_is_read() {
         !list.contains('\u{1b}') && !list.contains('\u{7}'),
         "no escape reaches the terminal: {list:?}"
     );
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![
+        live(
+            "a_pushed_plugin_is_read_by_skopeo_and_runs_from_the_registry",
+            &[Tier::Registry],
+            a_pushed_plugin_is_read_by_skopeo_and_runs_from_the_registry,
+        ),
+        live(
+            "locked_runs_need_a_current_lock",
+            &[Tier::Registry],
+            locked_runs_need_a_current_lock,
+        ),
+        live(
+            "a_re_pushed_tag_does_not_change_a_locked_run",
+            &[Tier::Registry],
+            a_re_pushed_tag_does_not_change_a_locked_run,
+        ),
+        live(
+            "a_locked_and_pulled_suite_runs_with_the_registry_stopped",
+            &[Tier::Registry],
+            a_locked_and_pulled_suite_runs_with_the_registry_stopped,
+        ),
+        live(
+            "registry_errors_each_get_one_clear_message",
+            &[Tier::Registry],
+            registry_errors_each_get_one_clear_message,
+        ),
+        live(
+            "credentials_come_from_the_environment_or_the_docker_config_and_never_show",
+            &[Tier::Registry],
+            credentials_come_from_the_environment_or_the_docker_config_and_never_show,
+        ),
+        live(
+            "a_component_published_by_another_tool_runs",
+            &[Tier::Registry],
+            a_component_published_by_another_tool_runs,
+        ),
+        live(
+            "the_example_suite_runs_a_plugin_published_to_the_sandbox_registry",
+            &[Tier::Registry, Tier::Cluster],
+            the_example_suite_runs_a_plugin_published_to_the_sandbox_registry,
+        ),
+        live(
+            "bytes_that_do_not_match_the_lock_or_the_cache_are_never_run",
+            &[Tier::Registry],
+            bytes_that_do_not_match_the_lock_or_the_cache_are_never_run,
+        ),
+        live(
+            "a_hostile_manifest_is_refused_before_its_blob_is_read",
+            &[Tier::Registry],
+            a_hostile_manifest_is_refused_before_its_blob_is_read,
+        ),
+    ]);
 }

@@ -33,5 +33,5 @@ pub mod terminal;
 pub use pipeline_model as model;
 // The stage API lives in its own crate; re-exported so the engine reads as one.
 pub use pipeline_stage_api::{
-    client_root, context, exec, ledger_journal, params, registry, secrets, stage,
+    client_root, context, exec, ledger_journal, params, registry, remote_worker, secrets, stage,
 };

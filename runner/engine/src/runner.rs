@@ -723,14 +723,7 @@ impl Runner<'_> {
 
 /// Waits `duration` unless the run is interrupted first (`false`).
 fn pause(duration: Duration, cancel: &CancelToken) -> bool {
-    let until = Instant::now() + duration;
-    while Instant::now() < until {
-        if cancel.is_cancelled() {
-            return false;
-        }
-        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
-    }
-    !cancel.is_cancelled()
+    cancel.sleep(duration)
 }
 
 /// `Ok(None)`: run the stage; `Ok(Some(reason))`: skip it; `Err`: `when`

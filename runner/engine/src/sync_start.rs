@@ -31,7 +31,10 @@ const CLOCK_LIMIT: Duration = Duration::from_secs(10);
 /// their order. Fails naming every host whose clock could not be compared.
 pub fn prepare(hosts: &[Host]) -> Result<(Arc<StartBarrier>, Vec<StartSeat>), StageError> {
     let offsets = measure_clocks(hosts);
-    let failures: Vec<String> = offsets.iter().filter_map(|o| o.clone().err()).collect();
+    let failures: Vec<String> = offsets
+        .iter()
+        .filter_map(|o| o.as_ref().err().map(ToString::to_string))
+        .collect();
     if !failures.is_empty() {
         return Err(StageError::failed(format!(
             "cannot start the hosts together: {}",
@@ -52,7 +55,7 @@ pub fn prepare(hosts: &[Host]) -> Result<(Arc<StartBarrier>, Vec<StartSeat>), St
 }
 
 /// Every host's offset, measured at the same time (this machine's is 0).
-fn measure_clocks(hosts: &[Host]) -> Vec<Result<Offset, String>> {
+fn measure_clocks(hosts: &[Host]) -> Vec<Result<Offset, clock::MeasureError>> {
     std::thread::scope(|scope| {
         let measuring: Vec<_> = hosts
             .iter()
@@ -67,10 +70,9 @@ fn measure_clocks(hosts: &[Host]) -> Vec<Result<Offset, String>> {
             .zip(hosts)
             .map(|(m, host)| {
                 m.join().unwrap_or_else(|_| {
-                    Err(format!(
-                        "comparing clocks with host {} crashed",
-                        host.describe()
-                    ))
+                    Err(clock::MeasureError::Crashed {
+                        host: host.describe(),
+                    })
                 })
             })
             .collect()

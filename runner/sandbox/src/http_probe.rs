@@ -10,6 +10,20 @@ use std::time::Duration;
 /// Responses larger than this are cut (a probe only needs the first bytes).
 const MAX_RESPONSE: usize = 1 << 20;
 
+/// Why the gateway did not answer a probe as a ready gateway would.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProbeError {
+    /// No connection, or it broke (the gateway is not listening yet).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Something answered, but not HTTP.
+    #[error("{0}")]
+    NotHttp(String),
+    /// The gateway answered, but not yet as a ready one.
+    #[error("{0}")]
+    NotReady(String),
+}
+
 /// A parsed HTTP response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Response {
@@ -34,36 +48,30 @@ pub(crate) fn get(
     path: &str,
     headers: &[(&str, &str)],
     timeout: Duration,
-) -> Result<Response, String> {
+) -> Result<Response, ProbeError> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream
         .set_read_timeout(Some(timeout))
-        .and_then(|()| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))?;
     let mut request =
         format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| e.to_string())?;
+    stream.write_all(request.as_bytes())?;
     let mut raw = Vec::new();
-    stream
-        .take(MAX_RESPONSE as u64)
-        .read_to_end(&mut raw)
-        .map_err(|e| e.to_string())?;
+    stream.take(MAX_RESPONSE as u64).read_to_end(&mut raw)?;
     parse_response(&raw)
 }
 
 /// Parses status line, headers and body (de-chunked if needed).
-pub(crate) fn parse_response(raw: &[u8]) -> Result<Response, String> {
+pub(crate) fn parse_response(raw: &[u8]) -> Result<Response, ProbeError> {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
-        .ok_or("incomplete response: no end of headers")?;
+        .ok_or_else(|| ProbeError::NotHttp("incomplete response: no end of headers".into()))?;
     let head = String::from_utf8_lossy(&raw[..split]);
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or_default();
@@ -72,7 +80,7 @@ pub(crate) fn parse_response(raw: &[u8]) -> Result<Response, String> {
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
         .filter(|_| status_line.starts_with("HTTP/"))
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+        .ok_or_else(|| ProbeError::NotHttp(format!("bad status line {status_line:?}")))?;
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
@@ -118,16 +126,16 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
 }
 
 /// Anonymous `GET /`: the gateway answers S3 when it returns a ListAllMyBuckets document.
-pub(crate) fn probe_s3(port: u16, timeout: Duration) -> Result<(), String> {
+pub(crate) fn probe_s3(port: u16, timeout: Duration) -> Result<(), ProbeError> {
     let response = get(port, "/", &[], timeout)?;
     if response.status == 200 && response.body.contains("ListAllMyBucketsResult") {
         Ok(())
     } else {
-        Err(format!(
+        Err(ProbeError::NotReady(format!(
             "S3 GET / returned {} {:?}",
             response.status,
             crate::logs::last_lines(&response.body, 3)
-        ))
+        )))
     }
 }
 
@@ -137,7 +145,7 @@ pub(crate) fn probe_swift(
     user: &str,
     key: &str,
     timeout: Duration,
-) -> Result<String, String> {
+) -> Result<String, ProbeError> {
     let response = get(
         port,
         "/auth/1.0",
@@ -146,7 +154,9 @@ pub(crate) fn probe_swift(
     )?;
     match (response.status, response.header("x-storage-url")) {
         (200 | 204, Some(url)) if response.header("x-auth-token").is_some() => Ok(url.into()),
-        (status, _) => Err(format!("Swift auth returned {status} without a token")),
+        (status, _) => Err(ProbeError::NotReady(format!(
+            "Swift auth returned {status} without a token"
+        ))),
     }
 }
 

@@ -78,6 +78,24 @@ impl CancelToken {
         self.source.requests() > self.threshold
     }
 
+    /// Waits `duration` unless the token is cancelled first; `false` when
+    /// it was (then at most ~50 ms after the request). For code without an
+    /// async runtime: the engine's pause between repetitions, a stage
+    /// polling the cluster (through [`crate::context::StageContext::sleep`]).
+    pub fn sleep(&self, duration: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + duration;
+        loop {
+            if self.is_cancelled() {
+                return false;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
+        }
+    }
+
     /// Resolves when the token is cancelled (at once if it already is).
     /// Owns a clone of the token, so it can move into a spawned task.
     ///
@@ -173,6 +191,24 @@ mod tests {
         source.request();
         assert!(second.is_cancelled());
         assert!(!CancelToken::default().is_cancelled());
+    }
+
+    #[test]
+    fn a_sleep_ends_when_the_token_is_cancelled() {
+        let source = Arc::new(CancelSource::default());
+        let token = source.token();
+        let requester = {
+            let source = source.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                source.request();
+            })
+        };
+        // An hour, cut short by the request: `false`, long before the hour.
+        assert!(!token.sleep(Duration::from_secs(3600)));
+        requester.join().unwrap();
+        // A token that is never cancelled sleeps to the end: `true`.
+        assert!(CancelToken::default().sleep(Duration::from_millis(10)));
     }
 
     #[test]

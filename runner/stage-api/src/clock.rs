@@ -97,6 +97,28 @@ pub enum ClockError {
     TooSlow { bound_ms: u64, shortest_ms: f64 },
 }
 
+/// Why a host's clock offset could not be measured over SSH.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error("cannot start ssh to {host}: {source}")]
+    Spawn {
+        host: String,
+        source: std::io::Error,
+    },
+    /// The session broke or answered nonsense; `ssh` is what ssh said, explained.
+    #[error("cannot compare clocks with host {host}: {why}{ssh}")]
+    Session {
+        host: String,
+        why: String,
+        ssh: String,
+    },
+    #[error("clock of host {host}: {source}")]
+    Estimate { host: String, source: ClockError },
+    /// The thread measuring it panicked.
+    #[error("comparing clocks with host {host} crashed")]
+    Crashed { host: String },
+}
+
 /// The offset from the sample with the shortest round trip; samples whose
 /// answer came back before the question left (a clock step here) are
 /// ignored. Refused when even the best round trip is over `bound`: the
@@ -140,7 +162,7 @@ pub fn measure_over_ssh(
     rounds: usize,
     bound: Duration,
     limit: Duration,
-) -> Result<Offset, String> {
+) -> Result<Offset, MeasureError> {
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command, Stdio};
     if host.is_local() {
@@ -159,10 +181,17 @@ pub fn measure_over_ssh(
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start ssh to {}: {e}", host.describe()))?;
+        .map_err(|source| MeasureError::Spawn {
+            host: host.describe(),
+            source,
+        })?;
     let (Some(mut to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
         let _ = child.kill();
-        return Err("ssh has no stdin or stdout".into());
+        return Err(MeasureError::Session {
+            host: host.describe(),
+            why: "ssh has no stdin or stdout".into(),
+            ssh: String::new(),
+        });
     };
     // The reading side answers on a channel, so a silent host is given up
     // on at `limit` instead of blocking this thread.
@@ -232,12 +261,16 @@ pub fn measure_over_ssh(
         } else {
             format!(" ({})", host.explain_ssh_failure(&stderr))
         };
-        return Err(format!(
-            "cannot compare clocks with host {}: {why}{ssh}",
-            host.describe()
-        ));
+        return Err(MeasureError::Session {
+            host: host.describe(),
+            why,
+            ssh,
+        });
     }
-    estimate(&samples, bound).map_err(|e| format!("clock of host {}: {e}", host.describe()))
+    estimate(&samples, bound).map_err(|source| MeasureError::Estimate {
+        host: host.describe(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -245,6 +245,29 @@ impl StageContext<'_> {
         self.deadline
     }
 
+    /// Waits `duration`, as a stage that polls (a cluster settling) must:
+    /// `Err(Cancelled)` at once on Ctrl-C, and a timeout when the stage's
+    /// `timeout:` ends first (then it waits only until then). No shelling
+    /// out to `sleep` for either.
+    pub fn sleep(&self, duration: Duration) -> Result<(), StageError> {
+        let (wait, times_out) = match self.deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                (duration.min(left), left < duration)
+            }
+            None => (duration, false),
+        };
+        if !self.cancel.sleep(wait) {
+            return Err(StageError::Cancelled);
+        }
+        if times_out {
+            return Err(StageError::Timeout(
+                "the stage's timeout, while waiting".to_string(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The token a stage's own async code can wait on
     /// ([`CancelToken::cancelled`]), e.g. in a `select!` with its load, next
     /// to [`deadline`](Self::deadline) for the stage's time limit.
@@ -796,6 +819,18 @@ mod tests {
             // Recorded twice while it exists: still one entry.
             ctx.record_created("pool", "bench");
             assert_eq!(ctx.created("pool").len(), 1);
+        });
+    }
+
+    #[test]
+    fn a_sleep_past_the_stage_timeout_ends_at_it_as_a_timeout() {
+        with_context("sleep-timeout", Some(Duration::from_millis(100)), |ctx| {
+            // Asked for an hour: the stage has 100 ms left, so it ends then.
+            let err = ctx.sleep(Duration::from_secs(3600)).unwrap_err();
+            assert!(matches!(err, StageError::Timeout(_)), "{err}");
+        });
+        with_context("sleep-ok", Some(Duration::from_secs(3600)), |ctx| {
+            ctx.sleep(Duration::from_millis(10)).unwrap();
         });
     }
 

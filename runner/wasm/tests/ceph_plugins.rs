@@ -3,6 +3,8 @@
 //! `scripts/test.sh` starts: the Rust `ceph-df` and the Python `osd-perf`
 //! run `ceph` through the host and report metrics like native stages.
 
+use pipeline_test_tiers::{Tier, live};
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -66,7 +68,6 @@ fn run(file: &Path) -> RunResults {
     .results
 }
 
-#[test]
 fn rust_and_python_plugins_report_cluster_metrics() {
     preconditions();
     let r = run(&repo().join("tests/wasm/ceph-plugins.yaml"));
@@ -127,7 +128,6 @@ fn rust_and_python_plugins_report_cluster_metrics() {
     );
 }
 
-#[test]
 fn a_python_plugin_is_refused_a_program_it_was_not_granted() {
     preconditions();
     let dir =
@@ -152,4 +152,19 @@ fn a_python_plugin_is_refused_a_program_it_was_not_granted() {
         )
     );
     assert!(s.commands.is_empty());
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![
+        live(
+            "rust_and_python_plugins_report_cluster_metrics",
+            &[Tier::Cluster],
+            rust_and_python_plugins_report_cluster_metrics,
+        ),
+        live(
+            "a_python_plugin_is_refused_a_program_it_was_not_granted",
+            &[Tier::Cluster],
+            a_python_plugin_is_refused_a_program_it_was_not_granted,
+        ),
+    ]);
 }

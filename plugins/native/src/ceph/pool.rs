@@ -444,7 +444,8 @@ fn wait_active_clean(
                 limit.as_secs()
             )));
         }
-        std::thread::sleep(Duration::from_millis(500));
+        // Ctrl-C and the stage's timeout end the wait at once.
+        ctx.sleep(Duration::from_millis(500))?;
     }
 }
 

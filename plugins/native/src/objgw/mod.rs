@@ -1,12 +1,13 @@
 //! Object gateway load: the S3 and Swift benchmark stages, with their own
 //! lean request paths so that the client is not the bottleneck of the
 //! gateway it measures. `load` is the engine both stages run; `store` is the
-//! one interface to either client.
+//! one interface to either client. From many client hosts their load runs
+//! in remote workers (`pipeline_stage_api::remote_worker`): `worker` is the
+//! kind of worker they are, `clients` what the runner adds for them.
 
 pub mod client;
 pub mod clients;
 pub mod load;
-pub mod protocol;
 pub mod recorder;
 pub mod s3_bench;
 pub mod store;

@@ -44,8 +44,23 @@ fn locate(program: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// Why a program may not run: it is, or could become, a file the run wrote.
+#[derive(Debug, thiserror::Error)]
+pub enum InsideRunDir {
+    #[error("`{}` is inside the run folder, where plugins and their commands write files", .0.display())]
+    Inside(PathBuf),
+    #[error("`{program}` resolves to `{}`, inside the run folder, where plugins and their commands write files", .real.display())]
+    ResolvesInside { program: String, real: PathBuf },
+    /// A path that does not resolve now could be made to later.
+    #[error("`{program}` cannot be resolved: {source}")]
+    Unresolvable {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
 /// `Err(why)` when `program` is, or resolves to, a file inside `run_dir`.
-pub fn outside_run_dir(program: &str, run_dir: &Path) -> Result<(), String> {
+pub fn outside_run_dir(program: &str, run_dir: &Path) -> Result<(), InsideRunDir> {
     let Some(found) = locate(program) else {
         // Not on PATH: the command fails as "not installed".
         return Ok(());
@@ -54,19 +69,19 @@ pub fn outside_run_dir(program: &str, run_dir: &Path) -> Result<(), String> {
     let run_real = run_dir.canonicalize().unwrap_or_else(|_| run_text.clone());
     let inside = |p: &Path| p.starts_with(&run_text) || p.starts_with(&run_real);
     if inside(&found) {
-        return Err(format!(
-            "`{}` is inside the run folder, where plugins and their commands write files",
-            found.display()
-        ));
+        return Err(InsideRunDir::Inside(found));
     }
     match found.canonicalize() {
-        Ok(real) if inside(&real) => Err(format!(
-            "`{program}` resolves to `{}`, inside the run folder, where plugins and their commands write files",
-            real.display()
-        )),
+        Ok(real) if inside(&real) => Err(InsideRunDir::ResolvesInside {
+            program: program.to_string(),
+            real,
+        }),
         Ok(_) => Ok(()),
         // A path that does not resolve now could be made to later: refused.
-        Err(e) if program.contains('/') => Err(format!("`{program}` cannot be resolved: {e}")),
+        Err(source) if program.contains('/') => Err(InsideRunDir::Unresolvable {
+            program: program.to_string(),
+            source,
+        }),
         Err(_) => Ok(()),
     }
 }

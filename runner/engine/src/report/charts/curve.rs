@@ -1,7 +1,9 @@
 //! Throughput against latency, one labelled point per matrix point, joined
-//! in the sweep's order: the "hockey stick" (where more load stops buying
-//! throughput and only adds latency). Same frame and helpers as the line
-//! charts of [`super::svg`].
+//! in the sweep's order when the sweep's axis is numeric: the "hockey
+//! stick" (where more load stops buying throughput and only adds latency).
+//! Points of a categorical axis (`seq`, `rand`) are not joined: no line
+//! runs between modes as if one were a step towards the other. Same frame
+//! and helpers as the line charts of [`super::svg`].
 
 use std::fmt::Write as _;
 
@@ -21,6 +23,8 @@ pub struct Curve<'a> {
     pub y_name: &'a str,
     /// `(label, [x, y])` in base units, in the order to join them.
     pub points: &'a [(String, [f64; 2])],
+    /// Whether the points are steps of a numeric sweep (then joined by a line).
+    pub joined: bool,
 }
 
 pub fn render(c: &Curve) -> String {
@@ -43,12 +47,14 @@ pub fn render(c: &Curve) -> String {
             format!("{},{}", num(x), num(y))
         })
         .collect();
-    let _ = writeln!(
-        s,
-        r#"<polyline stroke="{}" points="{}"/>"#,
-        colour(0),
-        pts.join(" ")
-    );
+    if c.joined {
+        let _ = writeln!(
+            s,
+            r#"<polyline stroke="{}" points="{}"/>"#,
+            colour(0),
+            pts.join(" ")
+        );
+    }
     for (label, p) in c.points {
         let (x, y) = at(p);
         let _ = writeln!(

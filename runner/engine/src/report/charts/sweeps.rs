@@ -314,6 +314,47 @@ fn row_title(row: &Row) -> String {
 
 /// Finds the sweeps of `results`, draws their charts into
 /// `run_dir/charts/` and returns what the report shows.
+/// Whether a matrix value is a number (`16`, `"4096"`), not a word (`seq`).
+fn is_number(v: &serde_json::Value) -> bool {
+    v.is_number() || v.as_str().is_some_and(|t| t.trim().parse::<f64>().is_ok())
+}
+
+/// Whether the sweep's points differ by words only (`io_type: [read,
+/// write]`): no value on any of its axes is a number.
+fn is_categorical(instances: &[&StageRecord]) -> bool {
+    !instances.iter().any(|s| s.matrix.values().any(is_number))
+}
+
+/// Whether every axis of the sweep is numeric (`iodepth: [1, 16, 64]`):
+/// only then do its points have an order a curve may join them in. A mode
+/// axis beside a numeric one (`rw` × `iodepth`) leaves the points unjoined.
+fn is_numeric(instances: &[&StageRecord]) -> bool {
+    instances.iter().all(|s| s.matrix.values().all(is_number))
+}
+
+/// The values a chart's y axis spans: the metric's values across every sweep
+/// of the run (one scale, so sweeps compare by eye), unless this chart's
+/// largest value is under a tenth of that: its bars would be slivers at the
+/// bottom (8 and 39 MiB/s on an axis to 2 GiB/s), so it gets its own scale.
+fn shared_or_own_scale(shared: &[f64], group: &[&Row]) -> Vec<f64> {
+    let largest = |values: &mut dyn Iterator<Item = f64>| {
+        values
+            .filter(|v| bars::drawable(*v))
+            .fold(0f64, |m, v| m.max(v.abs()))
+    };
+    let own: Vec<f64> = group
+        .iter()
+        .flat_map(|g| g.values.iter().flatten().copied())
+        .collect();
+    let own_max = largest(&mut own.iter().copied());
+    let shared_max = largest(&mut shared.iter().copied());
+    if own_max > 0.0 && own_max * 10.0 < shared_max {
+        own
+    } else {
+        shared.to_vec()
+    }
+}
+
 pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
     let found = find(results);
     let built: Vec<(String, Vec<&StageRecord>, Vec<Row>, bool)> = found
@@ -362,6 +403,17 @@ pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
         };
         let mut drawn: Vec<(String, String, String)> = Vec::new();
         let x_name = axes.join(", ");
+        let categorical = is_categorical(&instances);
+        let numeric = is_numeric(&instances);
+        // Two modes side by side (`seq`, `rand`): the table says it all;
+        // bars of two categories and a curve through them say less.
+        if categorical && points.len() < 3 {
+            sweep
+                .notes
+                .push(note(&x_name, "two categories, compared in the table above"));
+            out.push(sweep);
+            continue;
+        }
         let of = if medians { " (medians)" } else { "" };
         // Grouped bars: one chart per metric, its label sets as the bars.
         let mut done: Vec<(String, String)> = Vec::new();
@@ -391,7 +443,7 @@ pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
                     marks: Vec::new(),
                 })
                 .collect();
-            let y = bars::bar_axis(scales[&key].iter().copied(), &r.unit);
+            let y = bars::bar_axis(shared_or_own_scale(&scales[&key], &group), &r.unit);
             let title = if group.len() == 1 {
                 format!("{stage}: {} across {x_name}{of}", row_title(r))
             } else {
@@ -442,6 +494,7 @@ pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
                 x_name: &t.name,
                 y_name: &l.name,
                 points: &pts,
+                joined: numeric,
             });
             drawn.push((format!("{}-vs-{}", t.stem, l.stem), title, text));
         }

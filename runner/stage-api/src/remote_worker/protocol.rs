@@ -22,8 +22,6 @@
 use pipeline_model::{Histogram, Metric, Series};
 use serde::{Deserialize, Serialize};
 
-use super::load::Window;
-
 /// The version of this protocol; a peer of another version is refused.
 pub const PROTOCOL: u32 = 1;
 
@@ -51,7 +49,8 @@ pub enum ToWorker {
 #[serde(deny_unknown_fields)]
 pub struct Job {
     pub protocol: u32,
-    /// `s3-bench` or `swift-bench`.
+    /// The stage whose load it is (`s3-bench`, `swift-bench`): the worker
+    /// runs it by the [`WorkerKind`](super::WorkerKind) of that name.
     pub stage: String,
     pub run_id: String,
     /// Names the worker's buckets and keys: the stage instance and the host.
@@ -66,10 +65,14 @@ pub struct Job {
     pub deadline_s: Option<f64>,
 }
 
-/// What a worker sends.
+/// What a worker sends. `W` is a `done`'s `window`: the kind's account of
+/// when it measured, which the session carries without reading it (the
+/// worker sends it as JSON; the runner's side of the kind reads it as its
+/// own type, so that a window it cannot read is a line that is not the
+/// protocol, as any other).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum FromWorker {
+pub enum FromWorker<W = serde_json::Value> {
     Hello {
         protocol: u32,
         version: String,
@@ -105,7 +108,7 @@ pub enum FromWorker {
     Alive,
     Done {
         output: WorkerOutput,
-        window: Window,
+        window: W,
         /// The worker's peak resident memory.
         max_rss_kib: u64,
     },
@@ -147,7 +150,10 @@ mod tests {
         assert_eq!(start, b"{\"type\":\"start\",\"at_unix_ns\":5}\n");
         let back: ToWorker = serde_json::from_slice(&start).unwrap();
         assert_eq!(back, ToWorker::Start { at_unix_ns: 5 });
-        assert_eq!(line(&FromWorker::Ready), b"{\"type\":\"ready\"}\n");
+        assert_eq!(
+            line(&FromWorker::<serde_json::Value>::Ready),
+            b"{\"type\":\"ready\"}\n"
+        );
         let err = serde_json::from_str::<FromWorker>(
             "{\"type\":\"pong\",\"id\":1,\"clock_unix_ns\":2,\"x\":1}",
         )
