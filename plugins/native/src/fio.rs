@@ -33,7 +33,7 @@ macro_rules! direction_metrics {
         [
             MetricDecl::rate(
                 concat!($dir, "_iops"),
-                unit::OPS_PER_S,
+                unit::IOPS,
                 concat!("I/Os per second (", $dir, ")."),
             )
             .headline(),

@@ -31,13 +31,10 @@ fn describe_shows_every_declared_metric_of_every_native_stage() {
         };
         assert_eq!(shown.len(), 2 * d.metrics.len(), "{name}:\n{text}");
         for (decl, lines) in d.metrics.iter().zip(shown.chunks(2)) {
-            // Converted stages declare direction and rule; the object
-            // gateway's are documented only until their conversion.
-            if !decl.documented_only {
-                let summary = decl.summary(Declared::Fully);
-                assert!(summary.contains(" is better") || summary.contains(" nor worse"));
-                assert!(summary.contains("; host=all: "), "{summary}");
-            }
+            // Every native stage declares direction and rule.
+            let summary = decl.summary(Declared::Fully);
+            assert!(summary.contains(" is better") || summary.contains(" nor worse"));
+            assert!(summary.contains("; host=all: "), "{summary}");
             assert_eq!(lines[0], format!("  {}", decl.summary(d.metric_values)));
             assert_eq!(lines[1], format!("      {}", decl.doc));
         }

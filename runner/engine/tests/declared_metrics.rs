@@ -17,7 +17,7 @@ use pipeline_stage_api::typed::{About, Typed, TypedStage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-const OPS: MetricDecl = MetricDecl::rate("ops_per_s", unit::OPS_PER_S, "Operations per second.");
+const OPS: MetricDecl = MetricDecl::rate("ops_per_s", unit::IOPS, "Operations per second.");
 
 /// Reports what `report` says: its declared metric, one it does not
 /// declare, or its declared metric in another unit.

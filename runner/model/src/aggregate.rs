@@ -47,7 +47,7 @@ impl Aggregate {
     /// before rules existed (schema version 1) are read: rates (a unit ending
     /// in `/s`, or `IOPS`) are summed, everything else does not combine.
     pub fn inferred_from_unit(unit: &str) -> Self {
-        if unit.ends_with("/s") || unit == crate::unit::OPS_PER_S {
+        if unit.ends_with("/s") || unit == crate::unit::IOPS {
             Aggregate::Sum
         } else {
             Aggregate::None

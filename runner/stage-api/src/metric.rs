@@ -15,7 +15,7 @@
 //! use pipeline_stage_api::metric::MetricDecl;
 //! use pipeline_stage_api::model::unit;
 //!
-//! const IOPS: MetricDecl = MetricDecl::rate("iops", unit::OPS_PER_S, "Operations per second.").headline();
+//! const IOPS: MetricDecl = MetricDecl::rate("iops", unit::IOPS, "Operations per second.").headline();
 //! let m = IOPS.value(1234.0).label("op", "write");
 //! assert_eq!((m.name.as_str(), m.unit.as_str(), m.headline), ("iops", "IOPS", true));
 //! ```
@@ -42,12 +42,6 @@ pub struct MetricDecl {
     pub headline: bool,
     /// One line: what the metric means, its labels.
     pub doc: Cow<'static, str>,
-    /// Interim, for the stages not converted yet (plugins/native/src/objgw):
-    /// declared by name, unit and doc only ([`MetricDecl::new`]), so
-    /// direction and rule are not known. The engine does not check the
-    /// metrics of a stage with such a declaration.
-    #[serde(skip)]
-    pub documented_only: bool,
 }
 
 impl MetricDecl {
@@ -66,25 +60,6 @@ impl MetricDecl {
             aggregate,
             headline: false,
             doc: Cow::Borrowed(doc),
-            documented_only: false,
-        }
-    }
-
-    /// Interim: a metric documented by name, unit and doc only, the way
-    /// stages listed their metrics before declarations carried direction and
-    /// rule (`stage::MetricSpec::new`). For the object-gateway stages until
-    /// their conversion; see [`MetricDecl::documented_only`].
-    pub fn new(name: &str, unit: &str, doc: &str) -> Self {
-        MetricDecl {
-            documented_only: true,
-            ..Self::owned(
-                name.to_string(),
-                unit.to_string(),
-                Direction::None,
-                Aggregate::inferred_from_unit(unit),
-                false,
-                doc.to_string(),
-            )
         }
     }
 
@@ -123,7 +98,6 @@ impl MetricDecl {
             aggregate,
             headline,
             doc: Cow::Owned(doc),
-            documented_only: false,
         }
     }
 
@@ -131,9 +105,6 @@ impl MetricDecl {
     /// `bandwidth [MiB/s] higher is better; host=all: sum; headline`.
     /// `declared` says whether direction and headline are part of it.
     pub fn summary(&self, declared: Declared) -> String {
-        if self.documented_only {
-            return format!("{} [{}]", self.name, self.unit);
-        }
         let direction = match (declared, self.direction) {
             (Declared::WithoutDirection, _) => "direction with each value",
             (_, Direction::Higher) => "higher is better",
@@ -290,9 +261,6 @@ pub fn check(
     declared: Declared,
     metrics: &[Metric],
 ) -> Result<(), MetricError> {
-    if decls.iter().any(|d| d.documented_only) {
-        return Ok(());
-    }
     let strictness = match declared {
         Declared::Fully => Strictness::Full,
         Declared::WithoutDirection => Strictness::RuleAndUnit,
@@ -378,7 +346,7 @@ mod tests {
     #[test]
     fn undeclared_and_disagreeing_metrics_are_named() {
         let decls = [BW, LAT];
-        let stray = Metric::new("iops", 1.0, unit::OPS_PER_S, Direction::Higher);
+        let stray = Metric::new("iops", 1.0, unit::IOPS, Direction::Higher);
         let e = check("rados-bench", &decls, Declared::Fully, &[stray]).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -434,15 +402,6 @@ mod tests {
             info.summary(Declared::Fully),
             "op_size [B] neither better nor worse; host=all: none"
         );
-    }
-
-    #[test]
-    fn stages_not_converted_yet_are_not_checked() {
-        let legacy = MetricDecl::new("ops_per_s", unit::OPS_PER_S, "Operations per second.");
-        assert!(legacy.documented_only);
-        assert_eq!(legacy.aggregate, Aggregate::Sum);
-        let stray = Metric::new("latency_p99", 1.0, unit::MICROSECONDS, Direction::Lower);
-        check("s3-bench", &[legacy], Declared::Fully, &[stray]).unwrap();
     }
 
     #[test]

@@ -74,11 +74,6 @@ impl OutputSpec {
     }
 }
 
-/// Interim name of [`MetricDecl`] for the stages not converted yet
-/// (plugins/native/src/objgw): `MetricSpec::new(name, unit, doc)` is
-/// [`MetricDecl::new`]. Goes with their conversion.
-pub type MetricSpec = MetricDecl;
-
 /// One thing a stage would do, as `pipeline plan` lists it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Action {

@@ -19,7 +19,7 @@ use super::{IMAGE, admin};
 pub const METRICS: &[MetricDecl] = &[
     MetricDecl::rate(
         "iops",
-        unit::OPS_PER_S,
+        unit::IOPS,
         "Operations per second (also per op with readwrite).",
     )
     .headline(),

@@ -47,7 +47,10 @@ macro_rules! interface_common {
                 self.pre.instantiate(store)
             }
 
-            pub fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<StageDescription> {
+            pub fn describe(
+                &self,
+                store: &mut Store<HostState>,
+            ) -> wasmtime::Result<StageDescription> {
                 let stage = self.instance(store)?;
                 let d = stage.pipeline_stage_plugin().call_describe(store)?;
                 description(d).map_err(wasmtime::Error::msg)
@@ -74,9 +77,10 @@ macro_rules! interface_common {
             ) -> wasmtime::Result<Vec<Action>> {
                 let entries = to_entries(specs, params);
                 let stage = self.instance(store)?;
-                let actions = stage
-                    .pipeline_stage_plugin()
-                    .call_plan(store, &entries, &cluster(ceph))?;
+                let actions =
+                    stage
+                        .pipeline_stage_plugin()
+                        .call_plan(store, &entries, &cluster(ceph))?;
                 Ok(actions
                     .into_iter()
                     .map(|a| Action {
@@ -137,7 +141,10 @@ macro_rules! interface_common {
                 }
             }
 
-            fn exec(&mut self, command: wit::Command) -> Result<wit::CommandOutput, wit::HostError> {
+            fn exec(
+                &mut self,
+                command: wit::Command,
+            ) -> Result<wit::CommandOutput, wit::HostError> {
                 let req = ExecRequest {
                     argv: command.argv,
                     env: command.env,
@@ -162,11 +169,18 @@ macro_rules! interface_common {
                 HostState::read_file(self, &path).map_err(host_error)
             }
 
-            fn write_file(&mut self, path: String, contents: Vec<u8>) -> Result<(), wit::HostError> {
+            fn write_file(
+                &mut self,
+                path: String,
+                contents: Vec<u8>,
+            ) -> Result<(), wit::HostError> {
                 HostState::write_file(self, &path, &contents).map_err(host_error)
             }
 
-            fn http(&mut self, request: wit::HttpRequest) -> Result<wit::HttpResponse, wit::HostError> {
+            fn http(
+                &mut self,
+                request: wit::HttpRequest,
+            ) -> Result<wit::HttpResponse, wit::HostError> {
                 let req = HttpRequest {
                     method: request.method,
                     url: request.url,
@@ -252,9 +266,8 @@ macro_rules! interface_common {
                         .collect::<Result<_, _>>()?,
                 ),
                 wit::Value::BooleanList(l) => Json::from(l),
-                wit::Value::Json(text) => {
-                    serde_json::from_str(&text).map_err(|e| format!("invalid JSON `{text}`: {e}"))?
-                }
+                wit::Value::Json(text) => serde_json::from_str(&text)
+                    .map_err(|e| format!("invalid JSON `{text}`: {e}"))?,
             })
         }
 
@@ -318,7 +331,9 @@ macro_rules! interface_common {
             let mut params = Vec::new();
             for p in d.params {
                 let default = match p.default {
-                    Some(v) => Some(to_json(v).map_err(|e| format!("default of `{}`: {e}", p.name))?),
+                    Some(v) => {
+                        Some(to_json(v).map_err(|e| format!("default of `{}`: {e}", p.name))?)
+                    }
                     None => None,
                 };
                 params.push(ParamSpec {

@@ -92,7 +92,10 @@ mod tests {
         );
         assert_eq!(m.unit, "ms");
         assert_eq!(m.direction, Direction::Lower);
-        assert_eq!(m.aggregate, pipeline_model::Aggregate::mean_weighted_by("ops"));
+        assert_eq!(
+            m.aggregate,
+            pipeline_model::Aggregate::mean_weighted_by("ops")
+        );
         assert!(m.headline);
         assert_eq!(m.labels["osd"], "0");
         pipeline_stage_api::metric::check("p", &decls, METRIC_VALUES, &[m]).unwrap();
@@ -109,8 +112,8 @@ mod tests {
             },
             &decls,
         );
-        let e = pipeline_stage_api::metric::check("p", &decls, METRIC_VALUES, &[stray])
-            .unwrap_err();
+        let e =
+            pipeline_stage_api::metric::check("p", &decls, METRIC_VALUES, &[stray]).unwrap_err();
         assert_eq!(
             e.to_string(),
             "stage `p` reported the metric `apply_latency`, which it does not declare (it declares: commit_latency)"
