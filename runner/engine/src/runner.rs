@@ -978,15 +978,27 @@ impl HostJob<'_> {
     /// The output of one run of the stage, if every metric in it is one the
     /// stage declares, as it declares it (native stages and WASM plugins
     /// alike): what results.json holds is what `plugins describe` shows.
-    fn declared(&self, output: StageOutput) -> Result<StageOutput, StageError> {
+    /// A plugin built against interface 0.1.0, which did not require
+    /// declarations, keeps such metrics, each with a note saying so.
+    fn declared(&self, mut output: StageOutput) -> Result<StageOutput, StageError> {
+        use pipeline_stage_api::metric::{self, Declared};
         let plugin = &self.stage.plugin;
         let decls = plugin.stage.declared_metrics(self.params);
-        pipeline_stage_api::metric::check(
-            &plugin.description.name,
-            &decls,
-            plugin.description.metric_values,
-            &output.metrics,
-        )?;
+        let name = &plugin.description.name;
+        let values = plugin.description.metric_values;
+        let problems = metric::problems(name, &decls, values, &output.metrics);
+        match values {
+            Declared::Fully => {
+                if let Some(first) = problems.into_iter().next() {
+                    return Err(first.into());
+                }
+            }
+            Declared::WithoutDirection => output.notes.extend(problems.into_iter().map(|e| {
+                format!(
+                    "{e}: kept, as plugins built against pipeline:stage@0.1.0 may; one built against 0.2.0 is held to its declarations"
+                )
+            })),
+        }
         Ok(output)
     }
 }

@@ -261,14 +261,39 @@ pub fn check(
     declared: Declared,
     metrics: &[Metric],
 ) -> Result<(), MetricError> {
+    match problems(stage, decls, declared, metrics).into_iter().next() {
+        Some(first) => Err(first),
+        None => Ok(()),
+    }
+}
+
+/// Every metric of a run of `stage` that its declarations do not allow,
+/// each metric name once (the first of its values that does not fit).
+/// [`check`] refuses the first; for a WASM plugin of interface 0.1.0, which
+/// did not require its metrics to be declared, the engine keeps them and
+/// notes each one instead.
+pub fn problems(
+    stage: &str,
+    decls: &[MetricDecl],
+    declared: Declared,
+    metrics: &[Metric],
+) -> Vec<MetricError> {
     let strictness = match declared {
         Declared::Fully => Strictness::Full,
         Declared::WithoutDirection => Strictness::RuleAndUnit,
     };
+    let mut found: Vec<MetricError> = Vec::new();
+    let mut named = std::collections::BTreeSet::new();
     for m in metrics {
-        find(stage, decls, &m.name)?.agrees(stage, m, strictness)?;
+        if named.contains(&m.name) {
+            continue;
+        }
+        if let Err(e) = find(stage, decls, &m.name).and_then(|d| d.agrees(stage, m, strictness)) {
+            named.insert(m.name.clone());
+            found.push(e);
+        }
     }
-    Ok(())
+    found
 }
 
 /// The declaration of the metric `name`.

@@ -121,15 +121,27 @@ impl Bindings {
     }
 }
 
+/// An entry a plugin returned twice (two outputs of one name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} `{name}` is given twice")]
+pub struct GivenTwice {
+    /// What the entries are: `output`, `environment fact`.
+    pub what: String,
+    pub name: String,
+}
+
 /// Entries (`name`, JSON) into a map, refusing duplicates.
 pub(crate) fn entries_map(
     what: &str,
     entries: Vec<(String, serde_json::Value)>,
-) -> Result<BTreeMap<String, serde_json::Value>, String> {
+) -> Result<BTreeMap<String, serde_json::Value>, GivenTwice> {
     let mut map = BTreeMap::new();
     for (name, value) in entries {
         if map.insert(name.clone(), value).is_some() {
-            return Err(format!("{what} `{name}` is given twice"));
+            return Err(GivenTwice {
+                what: what.to_string(),
+                name,
+            });
         }
     }
     Ok(map)

@@ -411,7 +411,7 @@ macro_rules! interface_common {
                             .map_err(|err| format!("{what} `{name}`: {err}"))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                entries_map(what, pairs)
+                entries_map(what, pairs).map_err(|e| e.to_string())
             };
             Ok(RunOutput {
                 output: StageOutput {
