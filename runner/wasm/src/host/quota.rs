@@ -434,10 +434,13 @@ mod tests {
     fn a_metric_must_be_finite_and_small() {
         let q = Quota::default();
         assert!(q.metric(&metric("lat", 1.5)).is_ok());
-        let e = q.metric(&metric("lat", f64::NAN)).unwrap_err();
+        let e = q.metric(&metric("lat", f64::NAN)).unwrap_err().to_string();
         assert!(e.contains("`lat` has the value NaN"), "{e}");
         assert!(q.metric(&metric("lat", f64::INFINITY)).is_err());
-        let e = q.metric(&metric(&"n".repeat(1 << 20), 1.0)).unwrap_err();
+        let e = q
+            .metric(&metric(&"n".repeat(1 << 20), 1.0))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("1 MiB) is over the limit of 256 bytes (`name_bytes`)"),
             "{e}"
@@ -461,7 +464,7 @@ mod tests {
             ..StageOutput::default()
         };
         assert!(q.output(1, &out, &[]).is_ok());
-        let e = q.output(2, &out, &[]).unwrap_err();
+        let e = q.output(2, &out, &[]).unwrap_err().to_string();
         assert_eq!(
             e,
             "the number of metrics (4) is over the limit of 3 (`metrics`)"
@@ -469,10 +472,10 @@ mod tests {
         let mut s = Series::new("ramp", "s", Direction::None);
         s.points = vec![[0.0, 1.0]; 5];
         out.series.push(s);
-        let e = q.output(0, &out, &[]).unwrap_err();
+        let e = q.output(0, &out, &[]).unwrap_err().to_string();
         assert!(e.contains("`series_points`"), "{e}");
         out.series[0].points = vec![[0.0, 1.0], [f64::NAN, 1.0]];
-        let e = q.output(0, &out, &[]).unwrap_err();
+        let e = q.output(0, &out, &[]).unwrap_err().to_string();
         assert!(e.contains("point 1 of series `ramp` is (NaN, 1)"), "{e}");
         out.series.clear();
         let e = q
@@ -481,7 +484,8 @@ mod tests {
                 &out,
                 &[("a".into(), vec![0; 6]), ("b".into(), vec![0; 6])],
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`artifact_bytes`"), "{e}");
     }
 
