@@ -18,7 +18,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out="$here/../wasm"
 mkdir -p "$out"
 
-cargo build --manifest-path "$here/Cargo.toml" --release --target wasm32-wasip2 --workspace
+# Its own target folder, whatever CARGO_TARGET_DIR says: the copies below
+# read from it, and a host build's target folder has no wasm32 builds to share.
+cargo build --manifest-path "$here/Cargo.toml" --target-dir "$here/target" --release --target wasm32-wasip2 --workspace
 for crate in ceph-df; do
   cp "$here/target/wasm32-wasip2/release/${crate//-/_}.wasm" "$out/$crate.wasm"
 done
