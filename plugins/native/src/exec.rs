@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pipeline_model::{Aggregate, Direction, Metric};
+use pipeline_model::{Aggregate, Direction};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
+use pipeline_stage_api::metric::MetricDecl;
 use pipeline_stage_api::stage::{Action, OutputSpec, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, Seconds, TypedStage};
 use regex::Regex;
@@ -82,6 +83,30 @@ fn default_source() -> String {
     "stdout".into()
 }
 
+impl Extract {
+    /// The metric this entry declares. Without `aggregate`, the rule is
+    /// `sum` for a rate unit (`.../s`, `IOPS`), else `none`.
+    fn declaration(&self) -> MetricDecl {
+        let rule = self
+            .aggregate
+            .clone()
+            .unwrap_or_else(|| Aggregate::inferred_from_unit(&self.unit));
+        let source = match (&self.regex, &self.json_pointer) {
+            (Some(r), _) => format!("regex `{r}` on {}", self.from),
+            (_, Some(p)) => format!("JSON pointer `{p}` into stdout"),
+            _ => String::new(),
+        };
+        MetricDecl::owned(
+            self.name.clone(),
+            self.unit.clone(),
+            self.direction,
+            rule,
+            self.headline,
+            format!("Extracted by {source}."),
+        )
+    }
+}
+
 impl TypedStage for Exec {
     type Config = Config;
 
@@ -100,6 +125,14 @@ impl TypedStage for Exec {
             ],
             metrics: Vec::new(),
         }
+    }
+
+    fn declared_metrics(&self, config: &Config) -> Vec<MetricDecl> {
+        config.metrics.iter().map(Extract::declaration).collect()
+    }
+
+    fn metrics_from_param(&self) -> Option<&'static str> {
+        Some("metrics")
     }
 
     fn check(&self, config: &Config) -> Vec<(String, String)> {
@@ -171,17 +204,7 @@ impl TypedStage for Exec {
                 &out.stdout
             };
             let value = extract(e, text)?;
-            let mut m = Metric::new(
-                &e.name,
-                value * e.scale.unwrap_or(1.0),
-                &e.unit,
-                e.direction,
-            );
-            m.headline = e.headline;
-            if let Some(rule) = &e.aggregate {
-                m = m.aggregate(rule.clone());
-            }
-            metrics.push(m);
+            metrics.push(e.declaration().value(value * e.scale.unwrap_or(1.0)));
         }
         let mut output = StageOutput {
             metrics,

@@ -8,10 +8,11 @@
 //! conf is passed explicitly), `libaio` (a file or device given in options).
 
 use pipeline_model::combine::{Parts, combine};
-use pipeline_model::{Histogram, Measurement, Metric, unit};
+use pipeline_model::{Aggregate, Direction, Histogram, Measurement, Metric, unit};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::metric::{MetricDecl, adopt_all};
+use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,72 @@ use serde_json::{Map, Value};
 use crate::ceph::{IMAGE, admin};
 
 pub struct Fio;
+
+/// fio's figures of one I/O direction, as `pipeline_parsers::fio` names
+/// them (`read_iops`, …; labels `job`, and `client` with several). Across
+/// jobs, clients and hosts: rates and the I/O count add up, the mean
+/// latency is weighted by the I/O count, and a percentile comes from the
+/// merged latency histogram (json+; without the bins it does not combine).
+/// The headlines are the figures over all jobs (and clients).
+macro_rules! direction_metrics {
+    ($dir:literal) => {
+        [
+            MetricDecl::rate(
+                concat!($dir, "_iops"),
+                unit::IOPS,
+                concat!("I/Os per second (", $dir, ")."),
+            )
+            .headline(),
+            MetricDecl::rate(
+                concat!($dir, "_bandwidth"),
+                unit::BYTES_PER_S,
+                concat!("Bytes per second (", $dir, ")."),
+            )
+            .headline(),
+            MetricDecl::declare(
+                concat!($dir, "_ios"),
+                unit::COUNT,
+                Direction::None,
+                Aggregate::Sum,
+                concat!("I/Os completed (", $dir, ")."),
+            ),
+            MetricDecl::declare(
+                concat!($dir, "_clat_mean"),
+                unit::MICROSECONDS,
+                Direction::Lower,
+                Aggregate::const_mean_weighted_by(concat!($dir, "_ios")),
+                concat!("Mean completion latency (", $dir, ")."),
+            )
+            .headline(),
+            percentile!($dir, "p50", 0.5),
+            percentile!($dir, "p90", 0.9),
+            percentile!($dir, "p99", 0.99).headline(),
+            percentile!($dir, "p99_9", 0.999),
+        ]
+    };
+}
+
+macro_rules! percentile {
+    ($dir:literal, $p:literal, $q:literal) => {
+        MetricDecl::declare(
+            concat!($dir, "_clat_", $p),
+            unit::MICROSECONDS,
+            Direction::Lower,
+            Aggregate::const_histogram(concat!($dir, "_clat"), $q),
+            concat!("Completion latency ", $p, " (", $dir, ")."),
+        )
+    };
+}
+
+/// The figures of reads.
+pub const READ_METRICS: [MetricDecl; 8] = direction_metrics!("read");
+/// The figures of writes.
+pub const WRITE_METRICS: [MetricDecl; 8] = direction_metrics!("write");
+
+/// Every figure fio's output gives.
+pub fn metrics() -> Vec<MetricDecl> {
+    READ_METRICS.iter().chain(&WRITE_METRICS).cloned().collect()
+}
 
 /// `with:` of a `fio` stage.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -167,23 +234,7 @@ impl TypedStage for Fio {
             per_host: true,
             requires: vec!["fio"],
             outputs: Vec::new(),
-            metrics: vec![
-                MetricSpec::new(
-                    "read_iops",
-                    unit::OPS_PER_S,
-                    "Read IOPS (also write_iops); label job, client.",
-                ),
-                MetricSpec::new(
-                    "read_bandwidth",
-                    unit::BYTES_PER_S,
-                    "Read bandwidth (also write_bandwidth).",
-                ),
-                MetricSpec::new(
-                    "read_clat_p99",
-                    unit::MICROSECONDS,
-                    "Completion latency percentiles p50/p90/p99/p99_9 and mean.",
-                ),
-            ],
+            metrics: metrics(),
         }
     }
 
@@ -299,7 +350,7 @@ impl TypedStage for Fio {
             per_client.push(m);
         }
         let combined = combine_clients(per_client);
-        output.metrics = combined.metrics;
+        output.metrics = adopt_all("fio", &metrics(), combined.metrics)?;
         output.histograms = combined.histograms;
         Ok(output)
     }
@@ -499,6 +550,33 @@ mod tests {
                 .all(|m| m.labels["client"] == "all")
         );
         assert!(out.histograms.iter().any(|h| h.labels["client"] == "all"));
+    }
+
+    /// Every figure of real fio outputs (3.33, 3.39, 3.41; json and json+;
+    /// one and two jobs; as one client and as two) is one the stage
+    /// declares, as it declares it; and each declaration is measured.
+    #[test]
+    fn what_fio_prints_is_declared() {
+        let decls = metrics();
+        let mut seen = std::collections::BTreeSet::new();
+        let outputs: Vec<Measurement> = crate::parser_fixtures("fio-")
+            .into_iter()
+            .filter(|(name, _)| !name.contains("job-error"))
+            .map(|(name, text)| {
+                pipeline_parsers::fio::parse_json(&text)
+                    .unwrap_or_else(|e| panic!("{name} does not parse: {e}"))
+            })
+            .collect();
+        let two = combine_clients(outputs[..2].to_vec());
+        for m in outputs.into_iter().chain([two]) {
+            let one = combine_clients(vec![m]);
+            let adopted = adopt_all("fio", &decls, one.metrics.clone()).unwrap();
+            assert_eq!(adopted, one.metrics);
+            seen.extend(adopted.into_iter().map(|m| m.name));
+        }
+        for d in &decls {
+            assert!(seen.contains(&*d.name), "no output measures `{}`", d.name);
+        }
     }
 
     #[test]

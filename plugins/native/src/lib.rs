@@ -38,3 +38,29 @@ pub fn worker_kinds() -> Vec<Box<dyn WorkerKind>> {
         Box::new(objgw::worker::LoadWorker::Swift),
     ]
 }
+
+/// The real tool outputs the parsers are tested on
+/// (plugins/parsers/tests/data), for the stages' tests that what the
+/// parsers make of them is what the stages declare.
+#[cfg(test)]
+pub(crate) fn parser_fixtures(prefix: &str) -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../parsers/tests/data");
+    let mut found: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            name.starts_with(prefix).then_some(name)
+        })
+        .map(|name| {
+            let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+            (name, text)
+        })
+        .collect();
+    found.sort();
+    assert!(
+        !found.is_empty(),
+        "no fixture {prefix}* in {}",
+        dir.display()
+    );
+    found
+}

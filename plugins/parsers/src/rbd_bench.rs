@@ -70,7 +70,7 @@ fn bytes_per_sec(c: &Captures) -> Option<f64> {
 pub fn parse(text: &str) -> Result<Measurement, ParseError> {
     let mut mode = None;
     let mut op_size = None;
-    let mut iops = Series::new("iops", unit::OPS_PER_S, Direction::Higher);
+    let mut iops = Series::new("iops", unit::IOPS, Direction::Higher);
     let mut bandwidth = Series::new("bandwidth", unit::BYTES_PER_S, Direction::Higher);
     let mut total = None;
     let mut per_op = Vec::new();
@@ -123,7 +123,7 @@ pub fn parse(text: &str) -> Result<Measurement, ParseError> {
         ));
     };
     let iops_metric =
-        |r| Metric::new("iops", r, unit::OPS_PER_S, Direction::Higher).aggregate(Aggregate::Sum);
+        |r| Metric::new("iops", r, unit::IOPS, Direction::Higher).aggregate(Aggregate::Sum);
     let bandwidth_metric = |b| {
         Metric::new("bandwidth", b, unit::BYTES_PER_S, Direction::Higher).aggregate(Aggregate::Sum)
     };

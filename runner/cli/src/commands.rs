@@ -391,10 +391,15 @@ fn describe_body(p: &pipeline_engine::registry::RegisteredStage) {
     for o in &d.outputs {
         println!("  {}: {}", t(&o.name), t(&o.doc));
     }
-    if !d.metrics.is_empty() {
+    if let Some(param) = &d.metrics_from_param {
+        println!(
+            "\nmetrics: each entry of `{}` declares one (name, unit, direction, aggregate, headline)",
+            t(param)
+        );
+    } else if !d.metrics.is_empty() {
         println!("\nmetrics:");
         for m in &d.metrics {
-            println!("  {} [{}]: {}", t(&m.name), t(&m.unit), t(&m.doc));
+            println!("  {}\n      {}", t(&m.summary(d.metric_values)), t(&m.doc));
         }
     }
 }

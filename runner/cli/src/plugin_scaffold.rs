@@ -3,13 +3,44 @@
 //! pipeline it comes with, right away.
 //!
 //! The SDK and the WIT interface are copied into the new crate (`sdk/`), so
-//! it builds anywhere, without this repository next to it.
+//! it builds anywhere, without this repository next to it. The new plugin
+//! targets the newest interface (`pipeline:stage@0.2.0`) through the SDK's
+//! root API; the SDK also binds 0.1.0 (`pipeline_plugin_sdk::v0_1`), so
+//! both WIT packages are copied.
 
 use std::path::{Path, PathBuf};
 
-const SDK_CARGO: &str = include_str!("../../../plugins/guests/sdk/Cargo.toml");
-const SDK_LIB: &str = include_str!("../../../plugins/guests/sdk/src/lib.rs");
-const WIT: &str = include_str!("../../../plugins/wit/pipeline-stage@0.1.0/stage.wit");
+/// The SDK's files, as `sdk/` holds them.
+const SDK: [(&str, &str); 4] = [
+    (
+        "sdk/Cargo.toml",
+        include_str!("../../../plugins/guests/sdk/Cargo.toml"),
+    ),
+    (
+        "sdk/src/lib.rs",
+        include_str!("../../../plugins/guests/sdk/src/lib.rs"),
+    ),
+    (
+        "sdk/src/shared.rs",
+        include_str!("../../../plugins/guests/sdk/src/shared.rs"),
+    ),
+    (
+        "sdk/src/v0_1.rs",
+        include_str!("../../../plugins/guests/sdk/src/v0_1.rs"),
+    ),
+];
+
+/// The WIT packages the SDK binds, as `sdk/wit/` holds them.
+const WIT: [(&str, &str); 2] = [
+    (
+        "sdk/wit/pipeline-stage@0.1.0/stage.wit",
+        include_str!("../../../plugins/wit/pipeline-stage@0.1.0/stage.wit"),
+    ),
+    (
+        "sdk/wit/pipeline-stage@0.2.0/stage.wit",
+        include_str!("../../../plugins/wit/pipeline-stage@0.2.0/stage.wit"),
+    ),
+];
 
 fn cargo_toml(name: &str) -> String {
     format!(
@@ -43,6 +74,15 @@ fn lib_rs(name: &str) -> String {
 
 use pipeline_plugin_sdk::*;
 
+// Every metric the plugin reports is declared once: its unit, whether more
+// is better, how it combines across hosts, whether the report's summary
+// shows it. `run` reports values of it (`WORDS.value(..)`); a value of an
+// undeclared metric fails the stage. Others: `MetricSpec::rate("ops_per_s",
+// "ops/s", "..")` (higher is better, summed across hosts) or
+// `MetricSpec::new("latency", "ms", Direction::LowerIsBetter, Aggregate::Max, "..")`.
+const WORDS: MetricSpec =
+    MetricSpec::info("words", "count", "words the command printed").headline();
+
 struct Stage;
 
 impl Plugin for Stage {{
@@ -54,7 +94,7 @@ impl Plugin for Stage {{
                 Value::Text("hello".into()),
                 "what to echo",
             ))
-            .metric("words", "count", "words the command printed")
+            .metric(WORDS)
             // Running programs needs this AND `grants: {{exec: [echo]}}` in the pipeline.
             .capability(Capability::Exec)
     }}
@@ -66,8 +106,7 @@ impl Plugin for Stage {{
         let out = host.exec(&["echo", message])?;
         let words = out.stdout.split_whitespace().count();
         host.info(&format!("echo printed {{words}} word(s)"));
-        Ok(Output::new()
-            .metric(Metric::new("words", words as f64, "count", Direction::Neutral).headline()))
+        Ok(Output::new().metric(WORDS.value(words as f64)))
     }}
 }}
 
@@ -98,7 +137,7 @@ fn readme(name: &str) -> String {
         r#"# {name}
 
 A stage plugin for the `pipeline` runner (a WebAssembly component,
-interface `pipeline:stage@0.1.0`).
+interface `pipeline:stage@0.2.0`).
 
 ```sh
 rustup target add wasm32-wasip2          # once
@@ -112,7 +151,9 @@ Share it: copy `target/wasm32-wasip2/release/{file}.wasm` to
 `~/.local/share/pipeline/plugins/`. Pin it in a pipeline with
 `sha256: <sha256sum of the file>`.
 
-`sdk/` is a copy of the Rust SDK and `sdk/wit/` of the interface.
+`sdk/` is a copy of the Rust SDK and `sdk/wit/` of the interface (0.2.0,
+and 0.1.0 for `pipeline_plugin_sdk::v0_1`, the API of plugins built against
+0.1.0).
 "#
     )
 }
@@ -164,17 +205,18 @@ pub fn create(
     if root.exists() {
         return Err(ScaffoldError::Exists(root));
     }
-    let files: [(&str, String); 8] = [
+    let own = [
         ("Cargo.toml", cargo_toml(name)),
         ("src/lib.rs", lib_rs(name)),
         ("pipeline.yaml", pipeline_yaml(name)),
         ("README.md", readme(name)),
         (".gitignore", "target/\n".to_string()),
-        ("sdk/Cargo.toml", SDK_CARGO.to_string()),
-        ("sdk/src/lib.rs", SDK_LIB.to_string()),
-        ("sdk/wit/pipeline-stage@0.1.0/stage.wit", WIT.to_string()),
     ];
-    for (rel, text) in files {
+    let copied = SDK
+        .iter()
+        .chain(&WIT)
+        .map(|(rel, text)| (*rel, text.to_string()));
+    for (rel, text) in own.into_iter().chain(copied) {
         let path = root.join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|source| ScaffoldError::Io {
@@ -204,6 +246,20 @@ mod tests {
         assert!(check_name("a/b").is_err());
     }
 
+    /// A file added to the SDK must be copied too, or the new crate does not build.
+    #[test]
+    fn every_sdk_source_file_is_copied() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/guests/sdk/src");
+        for entry in std::fs::read_dir(src).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            let rel = format!("sdk/src/{name}");
+            assert!(
+                SDK.iter().any(|(file, _)| *file == rel),
+                "{rel} is not in plugin_scaffold::SDK"
+            );
+        }
+    }
+
     #[test]
     fn creates_a_crate_and_refuses_to_overwrite() {
         let dir = std::env::temp_dir().join(format!("pipeline-scaffold-{}", std::process::id()));
@@ -211,12 +267,17 @@ mod tests {
         let root = create("my-stage", Some(&dir), &[]).unwrap();
         let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
         assert!(lib.contains("Description::new(\"my-stage\""));
+        assert!(
+            lib.contains(".metric(WORDS)"),
+            "declares its metric (0.2.0)"
+        );
         let yaml = std::fs::read_to_string(root.join("pipeline.yaml")).unwrap();
         assert!(yaml.contains("uses: ./target/wasm32-wasip2/release/my_stage.wasm"));
-        assert!(
-            root.join("sdk/wit/pipeline-stage@0.1.0/stage.wit")
-                .is_file()
-        );
+        for file in SDK.iter().chain(&WIT).map(|(rel, _)| rel) {
+            assert!(root.join(file).is_file(), "{file}");
+        }
+        let sdk = std::fs::read_to_string(root.join("sdk/src/lib.rs")).unwrap();
+        assert!(sdk.contains("path: \"wit/pipeline-stage@0.2.0\""));
         assert!(
             create("my-stage", Some(&dir), &[])
                 .unwrap_err()

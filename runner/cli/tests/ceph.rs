@@ -100,8 +100,8 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
         ("rbd-bench[io_type=read]", "bandwidth", "B/s"),
         ("fio-rbd[rw=randwrite]", "write_iops", "IOPS"),
         ("fio-rbd[rw=randread]", "read_clat_p99", "us"),
-        ("s3[workload=get]", "ops_per_s", "IOPS"),
-        ("swift[workload=put]", "ops_per_s", "IOPS"),
+        ("s3[workload=get]", "ops_per_s", "ops/s"),
+        ("swift[workload=put]", "ops_per_s", "ops/s"),
         ("swift[workload=get]", "latency_p99", "us"),
         ("capacity", "raw_total", "B"),
     ] {

@@ -21,6 +21,8 @@ fn validate_reports_all_files_at_once() {
 
 #[test]
 fn every_example_pipeline_validates() {
+    // full-baseline.yaml runs the example plugin ceph-df: built from source.
+    pipeline_test_tiers::guests::built("plugins/wasm/ceph-df.wasm");
     for case in common::cases("pipelines", "yaml") {
         let rel = common::relative(&case);
         // Suites with registry plugins need the plugin published first:

@@ -16,6 +16,7 @@ pub mod history;
 pub mod host;
 pub mod hosts;
 pub mod orphans;
+mod per_host;
 pub mod plan;
 pub mod plugin_lock;
 pub mod preflight;

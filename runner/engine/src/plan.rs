@@ -229,6 +229,34 @@ impl Plan {
         let run = serde_json::json!({"id": "<run id>", "dir": "<run dir>", "name": self.name});
         let stages = self.placeholder_stages();
         let mut out = String::new();
+        self.write_header(&mut out);
+        let mut destructive = 0;
+        for (title, list) in [
+            ("stages", &self.stages),
+            ("cleanup (always runs)", &self.cleanup),
+        ] {
+            let _ = writeln!(out, "\n{title}:");
+            if list.is_empty() {
+                let _ = writeln!(out, "  (none)");
+            }
+            for (i, s) in list.iter().enumerate() {
+                let ctx = self.template_context(&run, &s.matrix, &stages);
+                self.write_stage(&mut out, i + 1, s);
+                destructive += self.write_params_and_actions(&mut out, s, &env, &ctx);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n{} stage instance(s), {} cleanup, {} destructive action(s)",
+            self.stages.len(),
+            self.cleanup.len(),
+            destructive
+        );
+        out
+    }
+
+    /// The suite: its name and file, description, vars (redacted) and cluster.
+    fn write_header(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "pipeline: {} ({})",
@@ -253,104 +281,99 @@ impl Plan {
             self.redactor.redact(&cluster)
         };
         let _ = writeln!(out, "cluster: {cluster}");
+    }
+
+    /// A stage instance's line, with its `when`, client, hosts and the
+    /// capabilities its plugin asks for.
+    fn write_stage(&self, out: &mut String, number: usize, s: &PlannedStage) {
+        let _ = write!(
+            out,
+            "  {}. {} [{}]",
+            number, s.instance_id, s.plugin.description.name
+        );
+        if let Some(t) = s.timeout {
+            let _ = write!(out, " timeout={}", crate::exec::format_duration(t));
+        }
+        if s.continue_on_error {
+            let _ = write!(out, " continue_on_error");
+        }
+        let _ = writeln!(out);
+        if let Some(w) = &s.when {
+            let _ = writeln!(out, "     when: {w}");
+        }
+        if let Some(client) = &s.client {
+            let _ = writeln!(out, "     client: {}", client.describe());
+        }
+        if !(s.targets.len() == 1 && s.targets[0].is_local()) {
+            let hosts: Vec<String> = s.targets.iter().map(|h| h.describe()).collect();
+            let how = if s.fans_out() && s.sync_start {
+                format!("once per host, {} at a time, started together", s.parallel)
+            } else if s.fans_out() {
+                format!("once per host, {} at a time", s.parallel)
+            } else {
+                "orchestrated by the stage".into()
+            };
+            let _ = writeln!(out, "     on: {} ({how})", hosts.join(", "));
+        }
+        if !s.plugin.description.capabilities.is_empty() {
+            let _ = writeln!(
+                out,
+                "     plugin {} asks for [{}]; allowed: {}",
+                s.plugin.origin,
+                s.plugin.description.capabilities.join(", "),
+                s.grants.describe()
+            );
+        }
+    }
+
+    /// A stage instance's parameters as they would be resolved now, and
+    /// the actions its plugin says it would take; returns how many of those
+    /// are destructive. Parameters that need earlier stages' outputs are
+    /// shown as resolved at run time.
+    fn write_params_and_actions(
+        &self,
+        out: &mut String,
+        s: &PlannedStage,
+        env: &minijinja::Environment<'_>,
+        ctx: &minijinja::Value,
+    ) -> usize {
         let mut destructive = 0;
-        for (title, list) in [
-            ("stages", &self.stages),
-            ("cleanup (always runs)", &self.cleanup),
-        ] {
-            let _ = writeln!(out, "\n{title}:");
-            if list.is_empty() {
-                let _ = writeln!(out, "  (none)");
-            }
-            for (i, s) in list.iter().enumerate() {
-                let ctx = self.template_context(&run, &s.matrix, &stages);
-                let _ = write!(
-                    out,
-                    "  {}. {} [{}]",
-                    i + 1,
-                    s.instance_id,
-                    s.plugin.description.name
-                );
-                if let Some(t) = s.timeout {
-                    let _ = write!(out, " timeout={}", crate::exec::format_duration(t));
+        match s.resolve_params(env, ctx) {
+            Ok(params) => {
+                for (k, v) in &params {
+                    let shown = self.redactor.redact(&v.to_string());
+                    let _ = writeln!(out, "     {k}: {shown}");
                 }
-                if s.continue_on_error {
-                    let _ = write!(out, " continue_on_error");
-                }
-                let _ = writeln!(out);
-                if let Some(w) = &s.when {
-                    let _ = writeln!(out, "     when: {w}");
-                }
-                if let Some(client) = &s.client {
-                    let _ = writeln!(out, "     client: {}", client.describe());
-                }
-                if !(s.targets.len() == 1 && s.targets[0].is_local()) {
-                    let hosts: Vec<String> = s.targets.iter().map(|h| h.describe()).collect();
-                    let how = if s.fans_out() && s.sync_start {
-                        format!("once per host, {} at a time, started together", s.parallel)
-                    } else if s.fans_out() {
-                        format!("once per host, {} at a time", s.parallel)
+                let pctx = PlanContext {
+                    instance_id: &s.instance_id,
+                    ceph: &self.ceph,
+                    targets: &s.targets,
+                };
+                for action in s.plugin.stage.plan(&params, &pctx) {
+                    let mark = if action.destructive {
+                        destructive += 1;
+                        "!! DESTRUCTIVE"
                     } else {
-                        "orchestrated by the stage".into()
+                        "->"
                     };
-                    let _ = writeln!(out, "     on: {} ({how})", hosts.join(", "));
+                    let text = match &action.command {
+                        Some(argv) => {
+                            format!("{}: {}", action.summary, crate::exec::shell_words(argv))
+                        }
+                        None => action.summary.clone(),
+                    };
+                    // One line per action, whatever the plugin wrote:
+                    // no line breaks or escapes that forge or erase a mark.
+                    let text = crate::terminal::line(&self.redactor.redact(&text));
+                    let _ = writeln!(out, "     {mark} {text}");
                 }
-                if !s.plugin.description.capabilities.is_empty() {
-                    let _ = writeln!(
-                        out,
-                        "     plugin {} asks for [{}]; allowed: {}",
-                        s.plugin.origin,
-                        s.plugin.description.capabilities.join(", "),
-                        s.grants.describe()
-                    );
-                }
-                match s.resolve_params(&env, &ctx) {
-                    Ok(params) => {
-                        for (k, v) in &params {
-                            let shown = self.redactor.redact(&v.to_string());
-                            let _ = writeln!(out, "     {k}: {shown}");
-                        }
-                        let pctx = PlanContext {
-                            instance_id: &s.instance_id,
-                            ceph: &self.ceph,
-                            targets: &s.targets,
-                        };
-                        for action in s.plugin.stage.plan(&params, &pctx) {
-                            let mark = if action.destructive {
-                                destructive += 1;
-                                "!! DESTRUCTIVE"
-                            } else {
-                                "->"
-                            };
-                            let text = match &action.command {
-                                Some(argv) => format!(
-                                    "{}: {}",
-                                    action.summary,
-                                    crate::exec::shell_words(argv)
-                                ),
-                                None => action.summary.clone(),
-                            };
-                            // One line per action, whatever the plugin wrote:
-                            // no line breaks or escapes that forge or erase a mark.
-                            let text = crate::terminal::line(&self.redactor.redact(&text));
-                            let _ = writeln!(out, "     {mark} {text}");
-                        }
-                    }
-                    Err(problems) => {
-                        for p in problems {
-                            let _ = writeln!(out, "     (resolved at run time) {p}");
-                        }
-                    }
+            }
+            Err(problems) => {
+                for p in problems {
+                    let _ = writeln!(out, "     (resolved at run time) {p}");
                 }
             }
         }
-        let _ = writeln!(
-            out,
-            "\n{} stage instance(s), {} cleanup, {} destructive action(s)",
-            self.stages.len(),
-            self.cleanup.len(),
-            destructive
-        );
-        out
+        destructive
     }
 }

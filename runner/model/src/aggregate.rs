@@ -11,6 +11,8 @@
 //! `{"mean": {"weight": "ops"}}`, `{"histogram": {"name": "read_clat",
 //! "quantile": 0.99}}`.
 
+use std::borrow::Cow;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -28,10 +30,13 @@ pub enum Aggregate {
     /// The arithmetic mean of the parts' values; with `weight`, weighted by
     /// the metric of that name with the same labels in the same part (e.g.
     /// an average latency weighted by the part's op count).
-    Mean { weight: Option<String> },
+    Mean { weight: Option<Cow<'static, str>> },
     /// A quantile (0..1) of the merged histogram `name` of the parts (the
     /// histogram with that name and the metric's labels in each part).
-    Histogram { name: String, quantile: f64 },
+    Histogram {
+        name: Cow<'static, str>,
+        quantile: f64,
+    },
     /// Does not combine: no figure for all parts (standard deviations,
     /// informational values, percentiles without a histogram).
     None,
@@ -42,7 +47,7 @@ impl Aggregate {
     /// before rules existed (schema version 1) are read: rates (a unit ending
     /// in `/s`, or `IOPS`) are summed, everything else does not combine.
     pub fn inferred_from_unit(unit: &str) -> Self {
-        if unit.ends_with("/s") || unit == crate::unit::OPS_PER_S {
+        if unit.ends_with("/s") || unit == crate::unit::IOPS {
             Aggregate::Sum
         } else {
             Aggregate::None
@@ -50,17 +55,59 @@ impl Aggregate {
     }
 
     /// The mean weighted by the metric `weight` (same labels, same part).
-    pub fn mean_weighted_by(weight: impl Into<String>) -> Self {
+    pub fn mean_weighted_by(weight: impl Into<Cow<'static, str>>) -> Self {
         Aggregate::Mean {
             weight: Some(weight.into()),
         }
     }
 
     /// The `quantile` (0..1) of the merged histogram `name`.
-    pub fn histogram(name: impl Into<String>, quantile: f64) -> Self {
+    pub fn histogram(name: impl Into<Cow<'static, str>>, quantile: f64) -> Self {
         Aggregate::Histogram {
             name: name.into(),
             quantile,
+        }
+    }
+
+    /// [`Aggregate::mean_weighted_by`] in a `const` (a metric declaration).
+    pub const fn const_mean_weighted_by(weight: &'static str) -> Self {
+        Aggregate::Mean {
+            weight: Some(Cow::Borrowed(weight)),
+        }
+    }
+
+    /// [`Aggregate::histogram`] in a `const` (a metric declaration).
+    pub const fn const_histogram(name: &'static str, quantile: f64) -> Self {
+        Aggregate::Histogram {
+            name: Cow::Borrowed(name),
+            quantile,
+        }
+    }
+
+    /// The rule's name as results.json spells it (`sum`, `mean`, `histogram`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Aggregate::Sum => "sum",
+            Aggregate::Max => "max",
+            Aggregate::Min => "min",
+            Aggregate::Mean { .. } => "mean",
+            Aggregate::Histogram { .. } => "histogram",
+            Aggregate::None => "none",
+        }
+    }
+
+    /// The rule in words, as `pipeline plugins describe` shows it: `sum`,
+    /// `mean weighted by ops`, `p99 of the merged histogram read_clat`,
+    /// `none`.
+    pub fn summary(&self) -> String {
+        match self {
+            Aggregate::Mean {
+                weight: Some(weight),
+            } => format!("mean weighted by {weight}"),
+            Aggregate::Histogram { name, quantile } => {
+                format!("{} of the merged histogram {name}", percentile(*quantile))
+            }
+            rule => rule.kind().to_string(),
         }
     }
 
@@ -148,11 +195,14 @@ impl From<StoredAggregate> for Aggregate {
             StoredAggregate::Plain(PlainRule::None) => Aggregate::None,
             StoredAggregate::WithParameters(RuleWithParameters::Mean { weight }) => {
                 Aggregate::Mean {
-                    weight: Some(weight),
+                    weight: Some(Cow::Owned(weight)),
                 }
             }
             StoredAggregate::WithParameters(RuleWithParameters::Histogram { name, quantile }) => {
-                Aggregate::Histogram { name, quantile }
+                Aggregate::Histogram {
+                    name: Cow::Owned(name),
+                    quantile,
+                }
             }
         }
     }
@@ -168,9 +218,14 @@ impl From<Aggregate> for StoredAggregate {
             Aggregate::None => StoredAggregate::Plain(PlainRule::None),
             Aggregate::Mean {
                 weight: Some(weight),
-            } => StoredAggregate::WithParameters(RuleWithParameters::Mean { weight }),
+            } => StoredAggregate::WithParameters(RuleWithParameters::Mean {
+                weight: weight.into_owned(),
+            }),
             Aggregate::Histogram { name, quantile } => {
-                StoredAggregate::WithParameters(RuleWithParameters::Histogram { name, quantile })
+                StoredAggregate::WithParameters(RuleWithParameters::Histogram {
+                    name: name.into_owned(),
+                    quantile,
+                })
             }
         }
     }
@@ -234,5 +289,18 @@ mod tests {
             "p99.9 of merged histograms of 2 jobs"
         );
         assert_eq!(percentile(0.5), "p50");
+        assert_eq!(Aggregate::Sum.summary(), "sum");
+        assert_eq!(
+            Aggregate::const_mean_weighted_by("ops").summary(),
+            "mean weighted by ops"
+        );
+        assert_eq!(
+            Aggregate::const_histogram("read_clat", 0.999).summary(),
+            "p99.9 of the merged histogram read_clat"
+        );
+        assert_eq!(
+            Aggregate::const_histogram("x", 0.5),
+            Aggregate::histogram("x".to_string(), 0.5)
+        );
     }
 }

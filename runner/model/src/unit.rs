@@ -6,7 +6,11 @@ pub const BYTES: &str = "B";
 pub const BYTES_PER_S: &str = "B/s";
 pub const MIB_PER_S: &str = "MiB/s";
 pub const BITS_PER_S: &str = "bit/s";
-pub const OPS_PER_S: &str = "IOPS";
+/// Block and RADOS I/O operations per second (rados bench, rbd bench, fio).
+pub const IOPS: &str = "IOPS";
+/// Object-gateway requests per second (S3, Swift): a request is not an I/O
+/// of the block device's kind, so its rate is not called IOPS.
+pub const OPS_PER_S: &str = "ops/s";
 pub const SECONDS: &str = "s";
 pub const MILLISECONDS: &str = "ms";
 pub const MICROSECONDS: &str = "us";

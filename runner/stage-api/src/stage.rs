@@ -11,6 +11,7 @@ use pipeline_model::{Histogram, Metric, Series};
 use serde::Serialize;
 
 use crate::context::StageContext;
+use crate::metric::{Declared, MetricDecl, MetricError};
 use crate::params::{ParamSpec, Params};
 
 /// What `pipeline plugins describe` shows.
@@ -23,8 +24,18 @@ pub struct StageDescription {
     pub params: Vec<ParamSpec>,
     /// Values later stages can use as `{{ stages.ID.outputs.NAME }}`.
     pub outputs: Vec<OutputSpec>,
-    /// Metrics the stage reports (documentation; the list is not enforced).
-    pub metrics: Vec<MetricSpec>,
+    /// Metrics the stage reports: the engine fails a run that reports any
+    /// other (see [`crate::metric`]).
+    pub metrics: Vec<MetricDecl>,
+    /// How the values relate to the declarations: made from them, or (WASM
+    /// interface 0.1.0) bringing their own direction and headline mark.
+    #[serde(skip)]
+    pub metric_values: Declared,
+    /// The parameter whose entries declare the metrics, for a stage whose
+    /// metrics the pipeline names (`exec`'s `metrics`); see
+    /// [`Stage::declared_metrics`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_from_param: Option<String>,
     /// Capabilities a sandboxed plugin asks for (`exec`, `files`, `http`);
     /// empty for native stages, which are trusted code.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -58,23 +69,6 @@ impl OutputSpec {
     pub fn new(name: &str, doc: &str) -> Self {
         OutputSpec {
             name: name.into(),
-            doc: doc.into(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct MetricSpec {
-    pub name: String,
-    pub unit: String,
-    pub doc: String,
-}
-
-impl MetricSpec {
-    pub fn new(name: &str, unit: &str, doc: &str) -> Self {
-        MetricSpec {
-            name: name.into(),
-            unit: unit.into(),
             doc: doc.into(),
         }
     }
@@ -237,6 +231,9 @@ pub enum StageError {
         #[source]
         source: std::io::Error,
     },
+    /// A metric the stage does not declare, or declares otherwise.
+    #[error(transparent)]
+    Metric(#[from] MetricError),
 }
 
 fn tail_suffix(tail: &str) -> String {
@@ -282,6 +279,14 @@ pub trait Stage: Send + Sync {
     fn plan(&self, params: &Params, ctx: &PlanContext) -> Vec<Action>;
 
     fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError>;
+
+    /// The metrics a run with these parameters may report: those
+    /// [`describe`](Stage::describe) lists, unless the parameters declare
+    /// them ([`StageDescription::metrics_from_param`]). The engine checks a
+    /// run's metrics against these.
+    fn declared_metrics(&self, _params: &Params) -> Vec<MetricDecl> {
+        self.describe().metrics
+    }
 
     /// The JSON Schema of the `with:` mapping, for editors (`pipeline
     /// schema`). Typed stages derive it from their config struct; the

@@ -5,10 +5,35 @@
 
 use std::time::SystemTime;
 
-use pipeline_model::{Aggregate, Direction, Metric, unit};
+use pipeline_model::unit;
 
 use crate::clock::{self, Offset};
+use crate::metric::MetricDecl;
 use crate::stage::StageOutput;
+
+/// A host's actual start after the earliest host's (label `host`).
+pub const START_OFFSET_MS: MetricDecl = MetricDecl::info(
+    "start_offset_ms",
+    unit::MILLISECONDS,
+    "With sync_start: how long after the earliest host this host's measured command started (label host).",
+);
+/// A host's clock against this machine's (label `host`).
+pub const CLOCK_OFFSET_MS: MetricDecl = MetricDecl::info(
+    "clock_offset_ms",
+    unit::MILLISECONDS,
+    "With sync_start: the host's clock minus this machine's (label host).",
+);
+/// Latest minus earliest start (label `host=all`).
+pub const START_SPREAD_MS: MetricDecl = MetricDecl::info(
+    "start_spread_ms",
+    unit::MILLISECONDS,
+    "With sync_start: the latest host's start minus the earliest's (host=all).",
+);
+
+/// The metrics [`add_start_report`] adds.
+pub fn metrics() -> [MetricDecl; 3] {
+    [START_OFFSET_MS, CLOCK_OFFSET_MS, START_SPREAD_MS]
+}
 
 /// How the hosts of a `sync_start` stage started.
 #[derive(Debug, Clone)]
@@ -41,23 +66,19 @@ pub fn add_start_report(merged: &mut StageOutput, report: &StartReport) {
         .collect();
     let instants: Vec<i128> = starts.iter().map(|(_, ns)| *ns).collect();
     let earliest = instants.iter().copied().min().unwrap_or_default();
-    let ms = |name: &str, value: f64, host: &str| {
-        Metric::new(name, value, unit::MILLISECONDS, Direction::None)
-            .aggregate(Aggregate::None)
-            .label("host", host)
-    };
+    let ms = |decl: &MetricDecl, value: f64, host: &str| decl.value(value).label("host", host);
     for (host, ns) in &starts {
         let after = (ns - earliest) as f64 / 1e6;
-        merged.metrics.push(ms("start_offset_ms", after, host));
+        merged.metrics.push(ms(&START_OFFSET_MS, after, host));
     }
     for h in &report.hosts {
         merged
             .metrics
-            .push(ms("clock_offset_ms", h.clock.offset_ms(), &h.name));
+            .push(ms(&CLOCK_OFFSET_MS, h.clock.offset_ms(), &h.name));
     }
     let spread = clock::spread_ms(&instants);
     if !starts.is_empty() {
-        merged.metrics.push(ms("start_spread_ms", spread, "all"));
+        merged.metrics.push(ms(&START_SPREAD_MS, spread, "all"));
     }
     merged.notes.push(start_note(report, spread, starts.len()));
 }
@@ -115,6 +136,7 @@ pub fn utc(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pipeline_model::{Aggregate, Metric};
 
     fn find<'a>(out: &'a StageOutput, name: &str, h: &str) -> Option<&'a Metric> {
         out.metrics

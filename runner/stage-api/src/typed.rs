@@ -30,9 +30,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::context::StageContext;
+use crate::metric::MetricDecl;
 use crate::params::{ParamSpec, ParamType, Params, parse_duration, parse_size};
 use crate::stage::{
-    Action, MetricSpec, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
+    Action, OutputSpec, PlanContext, Stage, StageDescription, StageError, StageOutput,
 };
 
 /// A duration parameter: `90s`, `5m`, `1h30m`, `250ms`, or seconds.
@@ -154,7 +155,9 @@ pub struct About {
     /// One line: what the stage does.
     pub summary: &'static str,
     pub outputs: Vec<OutputSpec>,
-    pub metrics: Vec<MetricSpec>,
+    /// Every metric the stage reports, each declared once (a `const`
+    /// [`MetricDecl`] whose `value` the stage reports).
+    pub metrics: Vec<MetricDecl>,
     /// See [`StageDescription::per_host`].
     pub per_host: bool,
     /// Programs the stage runs on its target hosts.
@@ -180,6 +183,19 @@ pub trait TypedStage: Send + Sync + 'static {
     /// [`StageDescription::client_root`]).
     fn client_root(&self) -> bool {
         false
+    }
+
+    /// The metrics a run with this configuration reports (see
+    /// [`Stage::declared_metrics`]): those of [`About::metrics`], unless the
+    /// configuration declares them ([`TypedStage::metrics_from_param`]).
+    fn declared_metrics(&self, _config: &Self::Config) -> Vec<MetricDecl> {
+        self.about().metrics
+    }
+
+    /// The parameter whose entries declare the stage's metrics (see
+    /// [`StageDescription::metrics_from_param`]).
+    fn metrics_from_param(&self) -> Option<&'static str> {
+        None
     }
 
     /// Checks that need more than types. Returned messages name the parameter.
@@ -259,13 +275,20 @@ fn field_of(message: &str) -> Option<String> {
 impl<S: TypedStage> Stage for Typed<S> {
     fn describe(&self) -> StageDescription {
         let about = self.0.about();
+        let mut metrics = about.metrics;
+        if self.0.sync_start() {
+            // With `sync_start: true` the engine adds how the hosts started.
+            metrics.extend(crate::start_report::metrics());
+        }
         StageDescription {
             name: about.name.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             summary: about.summary.into(),
             params: param_specs::<S::Config>(),
             outputs: about.outputs,
-            metrics: about.metrics,
+            metrics,
+            metric_values: Default::default(),
+            metrics_from_param: self.0.metrics_from_param().map(String::from),
             capabilities: Vec::new(),
             per_host: about.per_host,
             sync_start: self.0.sync_start(),
@@ -292,6 +315,14 @@ impl<S: TypedStage> Stage for Typed<S> {
     fn run(&self, params: &Params, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let config = self.config(params)?;
         self.0.run(&config, ctx)
+    }
+
+    fn declared_metrics(&self, params: &Params) -> Vec<MetricDecl> {
+        // Parameters that do not convert never get to run.
+        match self.config(params) {
+            Ok(config) => self.0.declared_metrics(&config),
+            Err(_) => self.0.about().metrics,
+        }
     }
 
     fn config_schema(&self) -> Option<Value> {

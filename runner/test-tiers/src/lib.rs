@@ -21,6 +21,8 @@
 
 use std::fmt;
 
+pub mod guests;
+
 use libtest_mimic::Arguments;
 pub use libtest_mimic::{Failed, Trial};
 

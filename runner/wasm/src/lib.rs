@@ -1,8 +1,10 @@
 //! WebAssembly component plugins: stages written once, shared as a `.wasm`
 //! file, run sandboxed by wasmtime next to the native stages.
 //!
-//! - The interface is the WIT package `pipeline:stage@0.1.0`
-//!   (`plugins/wit/pipeline-stage@0.1.0/stage.wit`). Released versions are never
+//! - The interface is the WIT package `pipeline:stage@0.2.0`
+//!   (`plugins/wit/pipeline-stage@0.2.0/stage.wit`: a metric declared once,
+//!   with its direction, rule across hosts and headline mark); plugins built
+//!   against `pipeline:stage@0.1.0` keep running. Released versions are never
 //!   edited; [`versions`] holds one binding per supported version.
 //! - [`WasmLoader`] finds plugins (`uses: ./x.wasm` or a name on the plugin
 //!   path), checks `sha256:` pins, compiles through the on-disk [`cache`] and
@@ -32,4 +34,4 @@ pub use stage::WasmStage;
 pub use versions::v0_1_0::fuzz_conversions;
 
 /// Interface versions this runner runs, newest last.
-pub const SUPPORTED_INTERFACES: &[&str] = &["0.1.0"];
+pub const SUPPORTED_INTERFACES: &[&str] = &["0.1.0", "0.2.0"];

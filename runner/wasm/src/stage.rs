@@ -159,6 +159,7 @@ impl Stage for WasmStage {
             requests: Some(tx),
             cancelled: cancelled.clone(),
             deadline: ctx.deadline(),
+            metrics: p.description.metrics.clone(),
         };
         // A plugin's command may print gigabytes: the file keeps them all,
         // the guest gets the first `exec_output_bytes`.

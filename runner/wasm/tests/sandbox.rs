@@ -338,7 +338,7 @@ fn files_that_are_not_plugins_are_refused_with_a_reason() {
     assert!(e.contains("does not export `pipeline:stage/plugin`"), "{e}");
     let e = err("future-version.wat");
     assert!(
-        e.contains("is built against pipeline:stage@9.0.0, which this runner does not support (supported: 0.1.0)"),
+        e.contains("is built against pipeline:stage@9.0.0, which this runner does not support (supported: 0.1.0, 0.2.0)"),
         "{e}"
     );
     let garbage = cache.join("garbage.wasm");

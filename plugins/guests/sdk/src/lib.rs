@@ -1,35 +1,59 @@
 //! Write a pipeline stage in Rust: implement [`Plugin`] (a description and
 //! one `run` function), then `pipeline_plugin_sdk::export_plugin!(MyStage);`.
 //!
+//! The crate root targets the newest interface, `pipeline:stage@0.2.0`: a
+//! metric is declared once in the description, with its unit, direction,
+//! rule across hosts and headline mark ([`MetricSpec`]), and `run` reports
+//! values of the declared metrics ([`MetricSpec::value`], or
+//! [`Metric::new`] by name). The runner fails a stage that reports a metric
+//! it does not declare.
+//!
 //! ```ignore
 //! use pipeline_plugin_sdk::*;
+//!
+//! const GREETINGS: MetricSpec = MetricSpec::info("greetings", "count", "greetings said").headline();
 //!
 //! struct Hello;
 //! impl Plugin for Hello {
 //!     fn describe() -> Description {
 //!         Description::new("hello", "0.1.0", "Says hello")
 //!             .param(ParamSpec::optional("who", ParamType::text(), "whom to greet"))
+//!             .metric(GREETINGS)
 //!     }
 //!     fn run(params: &Params, host: &Host) -> Result<Output, Error> {
-//!         host.info(&format!("hello {}", params.str("who").unwrap_or("world")));
-//!         Ok(Output::new().metric(Metric::new("greetings", 1.0, "count", Direction::Neutral)))
+//!         let who = params.str("who").unwrap_or("world");
+//!         host.info(&format!("hello {who}"));
+//!         Ok(Output::new().metric(GREETINGS.value(1.0).label("who", who)))
 //!     }
 //! }
 //! export_plugin!(Hello);
 //! ```
 //!
+//! Plugins built against 0.1.0 use [`v0_1`] (`use pipeline_plugin_sdk::v0_1::*;`),
+//! the 0.1.0 API as it was; the runner runs both.
+//!
 //! Build: `cargo build --release --target wasm32-wasip2`; the component is
 //! `target/wasm32-wasip2/release/<crate>.wasm`. The interface is the WIT
-//! package `pipeline:stage@0.1.0` in `wit/`.
+//! package `pipeline:stage@0.2.0` in `wit/` (and `pipeline:stage@0.1.0` for
+//! [`v0_1`]).
 
-use std::marker::PhantomData;
+use std::borrow::Cow;
+
+#[macro_use]
+mod shared;
+pub mod v0_1;
 
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/pipeline-stage@0.1.0",
-        world: "stage",
+        // The released package, under a world name of the SDK's own (see
+        // `v0_1::bindings`: each version's world needs its own name).
+        inline: "package pipeline-sdk:bindings;
+                 world stage-v020 { include pipeline:stage/stage@0.2.0; }",
+        path: "wit/pipeline-stage@0.2.0",
+        generate_all,
         pub_export_macro: true,
+        export_macro_name: "export_v0_2",
         default_bindings_module: "pipeline_plugin_sdk::bindings",
     });
 }
@@ -37,431 +61,170 @@ pub mod bindings {
 pub use bindings::pipeline::stage::host as raw_host;
 pub use bindings::pipeline::stage::types::{
     Action, Capability, Cluster, Command, CommandFailure, CommandOutput, Description, Direction,
-    Entry, ExitStatus, HostError, HttpRequest, HttpResponse, LogLevel, Metric, MetricSpec,
-    OutputSpec, ParamProblem, ParamSpec, ParamType, ScalarType, Series, StageError, StageInfo,
-    Value,
+    Entry, ExitStatus, HostError, HttpRequest, HttpResponse, LogLevel, Metric, OutputSpec,
+    ParamProblem, ParamSpec, ParamType, ScalarType, Series, StageError, StageInfo, Value,
 };
 
-/// What a failed `run` returns.
-pub type Error = StageError;
+stage_api!();
 
-/// A stage plugin. Only `describe` and `run` are required.
-pub trait Plugin {
-    fn describe() -> Description;
-
-    /// Checks that need more than the declared types (`(param, message)`).
-    fn check(_params: &Params) -> Vec<ParamProblem> {
-        Vec::new()
-    }
-
-    /// What `run` would do, for `pipeline plan`.
-    fn plan(_params: &Params, _cluster: &Cluster) -> Vec<Action> {
-        Vec::new()
-    }
-
-    fn run(params: &Params, host: &Host) -> Result<Output, Error>;
-}
-
-/// Exports a [`Plugin`] as the component's `pipeline:stage/plugin`.
+/// Exports a [`Plugin`] as the component's `pipeline:stage/plugin@0.2.0`.
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty) => {
         type __PipelinePluginExport = $crate::Export<$plugin>;
-        $crate::bindings::export!(__PipelinePluginExport with_types_in $crate::bindings);
+        $crate::bindings::export_v0_2!(__PipelinePluginExport with_types_in $crate::bindings);
     };
 }
 
-#[doc(hidden)]
-pub struct Export<P>(PhantomData<P>);
+// ---- declaring metrics -------------------------------------------------------
 
-impl<P: Plugin> bindings::exports::pipeline::stage::plugin::Guest for Export<P> {
-    fn describe() -> Description {
-        P::describe()
-    }
-    fn check(params: Vec<Entry>) -> Vec<ParamProblem> {
-        P::check(&Params(params))
-    }
-    fn plan(params: Vec<Entry>, cluster: Cluster) -> Vec<Action> {
-        P::plan(&Params(params), &cluster)
-    }
-    fn run(
-        params: Vec<Entry>,
-    ) -> Result<bindings::pipeline::stage::types::StageOutput, StageError> {
-        P::run(&Params(params), &Host).map(|o| o.0)
+/// How a metric measured on several hosts (a stage whose `on:` names more
+/// than one) combines into one figure for all of them (`host=all`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Aggregate {
+    /// Add the values: rates and counts of hosts that ran at the same time.
+    Sum,
+    /// The largest value (e.g. a maximum latency).
+    Max,
+    /// The smallest value.
+    Min,
+    /// The plain mean.
+    Mean,
+    /// The mean weighted by the named metric with the same labels on the
+    /// same host (e.g. an average latency by an op count):
+    /// [`Aggregate::mean_weighted_by`]`("ops")`.
+    MeanWeightedBy(Cow<'static, str>),
+    /// Does not combine: no `host=all` figure (percentiles, standard
+    /// deviations, sizes, a host's own durations).
+    None,
+}
+
+impl Aggregate {
+    /// The mean weighted by the metric `weight` (usable in a `const`).
+    pub const fn mean_weighted_by(weight: &'static str) -> Self {
+        Aggregate::MeanWeightedBy(Cow::Borrowed(weight))
     }
 }
 
-// ---- describing ------------------------------------------------------------
+/// A metric the plugin reports, declared once in its [`Description`]: every
+/// value of it has this unit, direction and rule. A `const` can hold one,
+/// so `describe` declares it and `run` reports [`MetricSpec::value`]s of it:
+///
+/// ```ignore
+/// const IOPS: MetricSpec = MetricSpec::rate("iops", "IOPS", "operations per second").headline();
+/// const LATENCY: MetricSpec = MetricSpec::new(
+///     "latency_p99", "ms", Direction::LowerIsBetter, Aggregate::None, "99th percentile latency",
+/// );
+/// // describe: Description::new(..).metric(IOPS).metric(LATENCY)
+/// // run:      Output::new().metric(IOPS.value(1234.0).label("op", "write"))
+/// ```
+///
+/// A metric whose name is known only at run time is a struct literal:
+/// `MetricSpec { name: name.into(), ..MetricSpec::info("", "B", "a size") }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricSpec {
+    /// Stable, machine-friendly name, e.g. `commit_latency`.
+    pub name: Cow<'static, str>,
+    /// `ms`, `IOPS`, `MiB/s`, `B`, `%`, `count`, ...
+    pub unit: Cow<'static, str>,
+    pub direction: Direction,
+    pub aggregate: Aggregate,
+    /// Shown in the report's summary table.
+    pub headline: bool,
+    /// One line: what it means, its labels.
+    pub doc: Cow<'static, str>,
+}
+
+impl MetricSpec {
+    /// A metric with every property given.
+    pub const fn new(
+        name: &'static str,
+        unit: &'static str,
+        direction: Direction,
+        aggregate: Aggregate,
+        doc: &'static str,
+    ) -> Self {
+        MetricSpec {
+            name: Cow::Borrowed(name),
+            unit: Cow::Borrowed(unit),
+            direction,
+            aggregate,
+            headline: false,
+            doc: Cow::Borrowed(doc),
+        }
+    }
+
+    /// A rate (bandwidth, IOPS, ops/s): higher is better, and the rates of
+    /// hosts that ran at the same time add up.
+    pub const fn rate(name: &'static str, unit: &'static str, doc: &'static str) -> Self {
+        Self::new(name, unit, Direction::HigherIsBetter, Aggregate::Sum, doc)
+    }
+
+    /// An informational figure (a size, a count, a capacity): neither
+    /// better nor worse, and it does not combine across hosts.
+    pub const fn info(name: &'static str, unit: &'static str, doc: &'static str) -> Self {
+        Self::new(name, unit, Direction::Neutral, Aggregate::None, doc)
+    }
+
+    /// Marks the metric as a headline figure (the report's summary table).
+    pub const fn headline(mut self) -> Self {
+        self.headline = true;
+        self
+    }
+
+    /// A value of this metric, to label and return from `run`.
+    pub fn value(&self, value: f64) -> Metric {
+        Metric::new(&self.name, value)
+    }
+}
+
+impl From<MetricSpec> for bindings::pipeline::stage::types::MetricSpec {
+    fn from(m: MetricSpec) -> Self {
+        use bindings::pipeline::stage::types::Aggregate as Wit;
+        bindings::pipeline::stage::types::MetricSpec {
+            name: m.name.into_owned(),
+            unit: m.unit.into_owned(),
+            direction: m.direction,
+            aggregate: match m.aggregate {
+                Aggregate::Sum => Wit::Sum,
+                Aggregate::Max => Wit::Max,
+                Aggregate::Min => Wit::Min,
+                Aggregate::Mean => Wit::Mean(None),
+                Aggregate::MeanWeightedBy(weight) => Wit::Mean(Some(weight.into_owned())),
+                Aggregate::None => Wit::None,
+            },
+            headline: m.headline,
+            doc: m.doc.into_owned(),
+        }
+    }
+}
 
 impl Description {
-    pub fn new(name: &str, version: &str, summary: &str) -> Self {
-        Description {
-            name: name.into(),
-            version: version.into(),
-            summary: summary.into(),
-            params: Vec::new(),
-            outputs: Vec::new(),
-            metrics: Vec::new(),
-            capabilities: Vec::new(),
-        }
-    }
-    pub fn param(mut self, p: ParamSpec) -> Self {
-        self.params.push(p);
-        self
-    }
-    pub fn output(mut self, name: &str, doc: &str) -> Self {
-        self.outputs.push(OutputSpec {
-            name: name.into(),
-            doc: doc.into(),
-        });
-        self
-    }
-    pub fn metric(mut self, name: &str, unit: &str, doc: &str) -> Self {
-        self.metrics.push(MetricSpec {
-            name: name.into(),
-            unit: unit.into(),
-            doc: doc.into(),
-        });
-        self
-    }
-    /// Asks for a capability; the pipeline must also grant it.
-    pub fn capability(mut self, c: Capability) -> Self {
-        self.capabilities.push(c);
+    /// Declares a metric `run` (or [`Host::emit`]) reports; a value of an
+    /// undeclared one fails the stage.
+    pub fn metric(mut self, spec: MetricSpec) -> Self {
+        self.metrics.push(spec.into());
         self
     }
 }
-
-impl ParamSpec {
-    pub fn required(name: &str, ty: ParamType, doc: &str) -> Self {
-        ParamSpec {
-            name: name.into(),
-            type_: ty,
-            required: true,
-            default: None,
-            doc: doc.into(),
-        }
-    }
-    pub fn optional(name: &str, ty: ParamType, doc: &str) -> Self {
-        ParamSpec {
-            required: false,
-            ..Self::required(name, ty, doc)
-        }
-    }
-    pub fn with_default(name: &str, ty: ParamType, default: Value, doc: &str) -> Self {
-        ParamSpec {
-            default: Some(default),
-            ..Self::optional(name, ty, doc)
-        }
-    }
-}
-
-impl ParamType {
-    pub fn text() -> Self {
-        ParamType::Scalar(ScalarType::Text)
-    }
-    pub fn integer() -> Self {
-        ParamType::Scalar(ScalarType::Integer)
-    }
-    pub fn number() -> Self {
-        ParamType::Scalar(ScalarType::Number)
-    }
-    pub fn boolean() -> Self {
-        ParamType::Scalar(ScalarType::Boolean)
-    }
-    /// Seconds for the plugin; `30s`, `5m` in the pipeline.
-    pub fn duration() -> Self {
-        ParamType::Scalar(ScalarType::Duration)
-    }
-    /// Bytes for the plugin; `4K`, `1G` in the pipeline.
-    pub fn size() -> Self {
-        ParamType::Scalar(ScalarType::Size)
-    }
-    pub fn choice(values: &[&str]) -> Self {
-        ParamType::Choice(values.iter().map(|v| v.to_string()).collect())
-    }
-    pub fn list_of(item: ScalarType) -> Self {
-        ParamType::List(item)
-    }
-}
-
-// ---- parameters ------------------------------------------------------------
-
-/// The stage's parameters, already checked against their declared types
-/// (defaults filled in).
-pub struct Params(pub Vec<Entry>);
-
-impl Params {
-    pub fn get(&self, name: &str) -> Option<&Value> {
-        self.0.iter().find(|e| e.name == name).map(|e| &e.value)
-    }
-    pub fn str(&self, name: &str) -> Option<&str> {
-        match self.get(name) {
-            Some(Value::Text(s)) => Some(s),
-            _ => None,
-        }
-    }
-    pub fn i64(&self, name: &str) -> Option<i64> {
-        match self.get(name) {
-            Some(Value::Integer(i)) => Some(*i),
-            _ => None,
-        }
-    }
-    /// Numbers and durations (seconds); integers too.
-    pub fn f64(&self, name: &str) -> Option<f64> {
-        match self.get(name) {
-            Some(Value::Number(n)) => Some(*n),
-            Some(Value::Integer(i)) => Some(*i as f64),
-            _ => None,
-        }
-    }
-    pub fn bool(&self, name: &str) -> Option<bool> {
-        match self.get(name) {
-            Some(Value::Boolean(b)) => Some(*b),
-            _ => None,
-        }
-    }
-    pub fn strings(&self, name: &str) -> Vec<String> {
-        match self.get(name) {
-            Some(Value::TextList(l)) => l.clone(),
-            Some(Value::Text(s)) => vec![s.clone()],
-            _ => Vec::new(),
-        }
-    }
-    /// `map` and `any` parameters: JSON text.
-    pub fn json(&self, name: &str) -> Option<&str> {
-        match self.get(name) {
-            Some(Value::Json(s)) => Some(s),
-            _ => None,
-        }
-    }
-    /// A required text parameter, or an `invalid-param` error.
-    pub fn require_str(&self, name: &str) -> Result<&str, Error> {
-        self.str(name)
-            .ok_or_else(|| Error::invalid_param(name, "is required"))
-    }
-}
-
-// ---- results ---------------------------------------------------------------
 
 impl Metric {
-    pub fn new(name: &str, value: f64, unit: &str, direction: Direction) -> Self {
+    /// A value of the declared metric `name` (its unit, direction and rule
+    /// are the declaration's); [`MetricSpec::value`] names it for you.
+    pub fn new(name: &str, value: f64) -> Self {
         Metric {
             name: name.into(),
             value,
-            unit: unit.into(),
-            direction,
             labels: Vec::new(),
-            headline: false,
         }
     }
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.labels.push((key.into(), value.into()));
         self
     }
-    /// Shown in the report's summary table.
-    pub fn headline(mut self) -> Self {
-        self.headline = true;
-        self
-    }
 }
 
-/// What a successful `run` returns.
-pub struct Output(bindings::pipeline::stage::types::StageOutput);
-
-impl Default for Output {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Output {
-    pub fn new() -> Self {
-        Output(bindings::pipeline::stage::types::StageOutput {
-            metrics: Vec::new(),
-            series: Vec::new(),
-            outputs: Vec::new(),
-            artifacts: Vec::new(),
-            environment: Vec::new(),
-            skipped: None,
-        })
-    }
-    pub fn metric(mut self, m: Metric) -> Self {
-        self.0.metrics.push(m);
-        self
-    }
-    pub fn push_metric(&mut self, m: Metric) {
-        self.0.metrics.push(m);
-    }
-    /// Values over time: `points` are `(seconds since the start, value)`.
-    pub fn series(
-        mut self,
-        name: &str,
-        unit: &str,
-        direction: Direction,
-        points: Vec<(f64, f64)>,
-    ) -> Self {
-        self.0.series.push(Series {
-            name: name.into(),
-            unit: unit.into(),
-            direction,
-            labels: Vec::new(),
-            points,
-        });
-        self
-    }
-    /// A value later stages read as `{{ stages.ID.outputs.NAME }}`.
-    pub fn output(mut self, name: &str, value: Value) -> Self {
-        self.0.outputs.push(Entry {
-            name: name.into(),
-            value,
-        });
-        self
-    }
-    /// A fact about the system under test (JSON text), for the results' environment.
-    pub fn environment(mut self, name: &str, json: &str) -> Self {
-        self.0.environment.push(Entry {
-            name: name.into(),
-            value: Value::Json(json.into()),
-        });
-        self
-    }
-    /// A file saved in the stage's work folder and listed in the results.
-    pub fn artifact(mut self, name: &str, contents: impl Into<Vec<u8>>) -> Self {
-        self.0
-            .artifacts
-            .push(bindings::pipeline::stage::types::Artifact {
-                name: name.into(),
-                contents: contents.into(),
-            });
-        self
-    }
-    /// The stage chose not to measure: recorded as skipped.
-    pub fn skipped(mut self, reason: &str) -> Self {
-        self.0.skipped = Some(reason.into());
-        self
-    }
-}
-
-impl StageError {
-    pub fn failed(message: impl Into<String>) -> Self {
-        StageError::Failed(message.into())
-    }
-    pub fn invalid_param(name: &str, message: &str) -> Self {
-        StageError::InvalidParam(ParamProblem {
-            name: name.into(),
-            message: message.into(),
-        })
-    }
-}
-
-impl HostError {
-    /// The runner's message (a refusal names the plugin and what it tried).
-    pub fn message(&self) -> String {
-        match self {
-            HostError::Denied(m) | HostError::Failed(m) | HostError::Timeout(m) => m.clone(),
-            HostError::Cancelled => "cancelled".into(),
-        }
-    }
-}
-
-impl From<HostError> for StageError {
-    fn from(e: HostError) -> Self {
-        StageError::Failed(e.message())
-    }
-}
-
-// ---- the host --------------------------------------------------------------
-
-/// What the runner does for the plugin. Exec, files and HTTP need the
-/// capability in the description AND a grant in the pipeline.
-pub struct Host;
-
-impl Host {
-    pub fn debug(&self, message: &str) {
-        raw_host::log(LogLevel::Debug, message);
-    }
-    pub fn info(&self, message: &str) {
-        raw_host::log(LogLevel::Info, message);
-    }
-    pub fn warn(&self, message: &str) {
-        raw_host::log(LogLevel::Warn, message);
-    }
-    pub fn progress(&self, message: &str) {
-        raw_host::progress(message);
-    }
-    /// Reports a metric now (same as returning it from `run`).
-    pub fn emit(&self, metric: &Metric) {
-        raw_host::emit_metric(metric);
-    }
-    pub fn stage_info(&self) -> StageInfo {
-        raw_host::stage()
-    }
-    pub fn cluster(&self) -> Cluster {
-        raw_host::stage().cluster
-    }
-
-    /// Runs a program (argv, no shell). A non-zero exit is not an error here.
-    pub fn exec(&self, argv: &[&str]) -> Result<CommandOutput, HostError> {
-        raw_host::exec(&Command {
-            argv: argv.iter().map(|a| a.to_string()).collect(),
-            env: Vec::new(),
-            timeout: None,
-            label: None,
-        })
-    }
-
-    pub fn exec_command(&self, command: &Command) -> Result<CommandOutput, HostError> {
-        raw_host::exec(command)
-    }
-
-    /// `program <cluster args> args...` (for `ceph`, `rados`, `rbd`) with the
-    /// cluster's command timeout; its stdout, or an error when it fails.
-    pub fn ceph_tool(&self, program: &str, args: &[&str]) -> Result<String, Error> {
-        let cluster = self.cluster();
-        let mut argv = vec![program.to_string()];
-        argv.extend(cluster.cli_args);
-        argv.extend(args.iter().map(|a| a.to_string()));
-        let out = raw_host::exec(&Command {
-            argv: argv.clone(),
-            env: Vec::new(),
-            timeout: Some(cluster.command_timeout),
-            label: Some(format!(
-                "{program}-{}",
-                args.first().copied().unwrap_or("call")
-            )),
-        })?;
-        match out.status {
-            ExitStatus::Code(0) => Ok(out.stdout),
-            status => Err(StageError::CommandFailed(CommandFailure {
-                command: argv.join(" "),
-                status: match status {
-                    ExitStatus::Code(c) => format!("exit code {c}"),
-                    ExitStatus::Signal(s) => format!("signal {s}"),
-                },
-                stderr_tail: tail(&out.stderr, 5),
-            })),
-        }
-    }
-
-    pub fn read_file(&self, path: &str) -> Result<Vec<u8>, HostError> {
-        raw_host::read_file(path)
-    }
-    pub fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), HostError> {
-        raw_host::write_file(path, contents)
-    }
-    pub fn http(&self, request: &HttpRequest) -> Result<HttpResponse, HostError> {
-        raw_host::http(request)
-    }
-    pub fn http_get(&self, url: &str) -> Result<HttpResponse, HostError> {
-        raw_host::http(&HttpRequest {
-            method: "GET".into(),
-            url: url.into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-            timeout: None,
-        })
-    }
-}
+// ---- helpers ---------------------------------------------------------------
 
 /// The last `n` non-empty lines of `text`.
 pub fn tail(text: &str, n: usize) -> String {

@@ -4,12 +4,11 @@
 //! as unhealthy as `fail_on` says, so a suite does not benchmark a cluster
 //! that is recovering or degraded without saying so.
 
-use pipeline_model::{Direction, Metric, unit};
+use pipeline_model::{Aggregate, Direction, Metric, unit};
 use pipeline_parsers::ceph_health::{self, Check, Health, Status};
 use pipeline_stage_api::context::StageContext;
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, OutputSpec, PlanContext, StageError, StageOutput,
-};
+use pipeline_stage_api::metric::MetricDecl;
+use pipeline_stage_api::stage::{Action, OutputSpec, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, TypedStage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,6 +17,22 @@ use serde_json::{Value, json};
 use super::admin;
 
 pub struct CephHealth;
+
+// The cluster's state, not a host's: neither combines across hosts.
+pub const HEALTH_STATUS: MetricDecl = MetricDecl::declare(
+    "health_status",
+    "",
+    Direction::Lower,
+    Aggregate::None,
+    "0 for HEALTH_OK, 1 for HEALTH_WARN, 2 for HEALTH_ERR.",
+);
+pub const HEALTH_CHECKS: MetricDecl = MetricDecl::declare(
+    "health_checks",
+    unit::COUNT,
+    Direction::Lower,
+    Aggregate::None,
+    "Health checks reported.",
+);
 
 /// `with:` of a `ceph-health` stage.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -72,14 +87,7 @@ impl TypedStage for CephHealth {
                     "The codes of the health checks, e.g. [\"OSD_DOWN\"].",
                 ),
             ],
-            metrics: vec![
-                MetricSpec::new(
-                    "health_status",
-                    "",
-                    "0 for HEALTH_OK, 1 for HEALTH_WARN, 2 for HEALTH_ERR.",
-                ),
-                MetricSpec::new("health_checks", unit::COUNT, "Health checks reported."),
-            ],
+            metrics: vec![HEALTH_STATUS, HEALTH_CHECKS],
         }
     }
 
@@ -154,13 +162,8 @@ fn metrics(health: &Health) -> Vec<Metric> {
         Status::Err => 2.0,
     };
     vec![
-        Metric::new("health_status", level, "", Direction::Lower),
-        Metric::new(
-            "health_checks",
-            health.checks.len() as f64,
-            unit::COUNT,
-            Direction::Lower,
-        ),
+        HEALTH_STATUS.value(level),
+        HEALTH_CHECKS.value(health.checks.len() as f64),
     ]
 }
 

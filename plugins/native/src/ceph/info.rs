@@ -3,11 +3,10 @@
 //! database) so that a later run knows
 //! what it is compared against.
 
-use pipeline_model::{Aggregate, Direction, Metric, unit};
+use pipeline_model::unit;
 use pipeline_stage_api::context::StageContext;
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, OutputSpec, PlanContext, StageError, StageOutput,
-};
+use pipeline_stage_api::metric::MetricDecl;
+use pipeline_stage_api::stage::{Action, OutputSpec, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, TypedStage};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -16,6 +15,13 @@ use serde_json::{Value, json};
 use super::admin;
 
 pub struct CephInfo;
+
+// States of the cluster, not work done: never combined across hosts.
+pub const OSDS_UP: MetricDecl = MetricDecl::info("osds_up", unit::COUNT, "OSDs up.");
+pub const RAW_BYTES_TOTAL: MetricDecl =
+    MetricDecl::info("raw_bytes_total", unit::BYTES, "Raw capacity.");
+pub const RAW_BYTES_USED: MetricDecl =
+    MetricDecl::info("raw_bytes_used", unit::BYTES, "Raw capacity used.");
 
 /// `with:` of a `ceph-info` stage.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -52,11 +58,7 @@ impl TypedStage for CephInfo {
                 OutputSpec::new("version", "The Ceph version the monitors run."),
                 OutputSpec::new("health", "HEALTH_OK, HEALTH_WARN or HEALTH_ERR."),
             ],
-            metrics: vec![
-                MetricSpec::new("osds_up", unit::COUNT, "OSDs up."),
-                MetricSpec::new("raw_bytes_total", unit::BYTES, "Raw capacity."),
-                MetricSpec::new("raw_bytes_used", unit::BYTES, "Raw capacity used."),
-            ],
+            metrics: vec![OSDS_UP, RAW_BYTES_TOTAL, RAW_BYTES_USED],
         }
     }
 
@@ -103,20 +105,15 @@ impl TypedStage for CephInfo {
         if let Some(up) =
             num(status, "/osdmap/num_up_osds").or_else(|| num(status, "/osdmap/osdmap/num_up_osds"))
         {
-            output.metrics.push(
-                // A state of the cluster, not work done: never summed.
-                Metric::new("osds_up", up, unit::COUNT, Direction::None).aggregate(Aggregate::None),
-            );
+            output.metrics.push(OSDS_UP.value(up));
         }
         let df = &output.environment["ceph df"];
-        for (name, pointer) in [
-            ("raw_bytes_total", "/stats/total_bytes"),
-            ("raw_bytes_used", "/stats/total_used_raw_bytes"),
+        for (decl, pointer) in [
+            (RAW_BYTES_TOTAL, "/stats/total_bytes"),
+            (RAW_BYTES_USED, "/stats/total_used_raw_bytes"),
         ] {
             if let Some(v) = num(df, pointer) {
-                output.metrics.push(
-                    Metric::new(name, v, unit::BYTES, Direction::None).aggregate(Aggregate::None),
-                );
+                output.metrics.push(decl.value(v));
             }
         }
         if config.require_health_ok && health != "HEALTH_OK" {

@@ -17,11 +17,12 @@
 
 use std::time::Duration;
 
-use pipeline_model::unit;
+use pipeline_model::{Aggregate, Direction, unit};
 use pipeline_stage_api::ceph::CephConnection;
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::metric::{MetricDecl, adopt_all};
+use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -104,6 +105,103 @@ fn four_mib() -> ByteSize {
 }
 
 pub struct RadosBench;
+
+/// The summary figures of `rados bench` (label `mode`), as its parser
+/// reads them. Across hosts: bandwidth, IOPS and the op count add up; the
+/// average latency is the mean over all ops; the latency extremes are the
+/// extremes over hosts; standard deviations and the per-second extremes of
+/// bandwidth and IOPS do not combine (the hosts' best seconds need not be
+/// the same seconds).
+pub const METRICS: &[MetricDecl] = &[
+    MetricDecl::rate(
+        "bandwidth",
+        unit::MIB_PER_S,
+        "Average bandwidth (rados' MB/sec, which is MiB/s).",
+    )
+    .headline(),
+    MetricDecl::declare(
+        "bandwidth_stddev",
+        unit::MIB_PER_S,
+        Direction::None,
+        Aggregate::None,
+        "Standard deviation of the per-second bandwidth.",
+    ),
+    MetricDecl::declare(
+        "bandwidth_max",
+        unit::MIB_PER_S,
+        Direction::Higher,
+        Aggregate::None,
+        "Bandwidth of the best second.",
+    ),
+    MetricDecl::declare(
+        "bandwidth_min",
+        unit::MIB_PER_S,
+        Direction::Higher,
+        Aggregate::None,
+        "Bandwidth of the worst second.",
+    ),
+    MetricDecl::rate("iops_avg", unit::IOPS, "Average IOPS.").headline(),
+    MetricDecl::declare(
+        "iops_stddev",
+        unit::IOPS,
+        Direction::None,
+        Aggregate::None,
+        "Standard deviation of the per-second IOPS.",
+    ),
+    MetricDecl::declare(
+        "iops_max",
+        unit::IOPS,
+        Direction::Higher,
+        Aggregate::None,
+        "IOPS of the best second.",
+    ),
+    MetricDecl::declare(
+        "iops_min",
+        unit::IOPS,
+        Direction::Higher,
+        Aggregate::None,
+        "IOPS of the worst second.",
+    ),
+    MetricDecl::declare(
+        "latency_avg",
+        unit::SECONDS,
+        Direction::Lower,
+        Aggregate::const_mean_weighted_by("ops"),
+        "Average latency.",
+    )
+    .headline(),
+    MetricDecl::declare(
+        "latency_stddev",
+        unit::SECONDS,
+        Direction::None,
+        Aggregate::None,
+        "Standard deviation of the latency.",
+    ),
+    MetricDecl::declare(
+        "latency_max",
+        unit::SECONDS,
+        Direction::Lower,
+        Aggregate::Max,
+        "Highest latency.",
+    ),
+    MetricDecl::declare(
+        "latency_min",
+        unit::SECONDS,
+        Direction::Lower,
+        Aggregate::Min,
+        "Lowest latency.",
+    ),
+    MetricDecl::declare(
+        "ops",
+        unit::COUNT,
+        Direction::None,
+        Aggregate::Sum,
+        "Operations completed.",
+    ),
+    MetricDecl::info("total_time", unit::SECONDS, "Total time run."),
+    MetricDecl::info("op_size", unit::BYTES, "Bytes per operation."),
+    MetricDecl::info("object_size", unit::BYTES, "Object size."),
+];
 
 fn argv(config: &Config, ceph: &CephConnection, run_name: &str) -> Vec<String> {
     let mode = config.mode.as_str();
@@ -190,24 +288,7 @@ impl TypedStage for RadosBench {
             per_host: true,
             requires: vec!["rados"],
             outputs: Vec::new(),
-            metrics: vec![
-                MetricSpec::new(
-                    "bandwidth",
-                    unit::MIB_PER_S,
-                    "Average bandwidth (rados' MB/sec, which is MiB/s).",
-                ),
-                MetricSpec::new(
-                    "iops_avg",
-                    unit::OPS_PER_S,
-                    "Average IOPS; also iops_stddev/min/max.",
-                ),
-                MetricSpec::new(
-                    "latency_avg",
-                    unit::SECONDS,
-                    "Average latency; also latency_stddev/min/max.",
-                ),
-                MetricSpec::new("ops", unit::COUNT, "Operations completed."),
-            ],
+            metrics: METRICS.to_vec(),
         }
     }
 
@@ -294,7 +375,7 @@ impl TypedStage for RadosBench {
         let measurement = pipeline_parsers::rados_bench::parse(&out.stdout)
             .map_err(|e| StageError::failed(format!("cannot read rados bench output: {e}")))?;
         Ok(StageOutput {
-            metrics: measurement.metrics,
+            metrics: adopt_all("rados-bench", METRICS, measurement.metrics)?,
             series: measurement.series,
             ..Default::default()
         })
@@ -332,6 +413,27 @@ mod tests {
             host_run_name("pipeline-r", &mixed[1], &mixed),
             "pipeline-r-rack_2_a"
         );
+    }
+
+    /// Every figure of real rados bench outputs (16.2, 18.2, 20.2; text and
+    /// JSON; write, seq, rand) is one the stage declares, as it declares it;
+    /// and each declaration is measured by some output.
+    #[test]
+    fn what_rados_bench_prints_is_declared() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, text) in crate::parser_fixtures("rados-bench-") {
+            let Ok(m) = pipeline_parsers::rados_bench::parse(&text) else {
+                assert!(name.contains("no-data"), "{name} does not parse");
+                continue;
+            };
+            let adopted = super::adopt_all("rados-bench", super::METRICS, m.metrics.clone())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(adopted, m.metrics, "{name}");
+            seen.extend(adopted.into_iter().map(|m| m.name));
+        }
+        for d in super::METRICS {
+            assert!(seen.contains(&*d.name), "no output measures `{}`", d.name);
+        }
     }
 
     #[test]

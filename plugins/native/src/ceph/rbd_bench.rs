@@ -1,19 +1,39 @@
 //! `rbd-bench`: `rbd bench` on an image this run creates in a pool (the
 //! image is recorded and removed by `ceph-cleanup`).
 
-use pipeline_model::unit;
+use pipeline_model::{Aggregate, Direction, unit};
 use pipeline_stage_api::ceph::CephConnection;
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::stage::{
-    Action, MetricSpec, OutputSpec, PlanContext, StageError, StageOutput,
-};
+use pipeline_stage_api::metric::{MetricDecl, adopt_all};
+use pipeline_stage_api::stage::{Action, OutputSpec, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{IMAGE, admin};
+
+/// What `rbd bench` reports (label `mode`, the io type; with readwrite also
+/// per `op`). Across hosts the rates and the op count add up.
+pub const METRICS: &[MetricDecl] = &[
+    MetricDecl::rate(
+        "iops",
+        unit::IOPS,
+        "Operations per second (also per op with readwrite).",
+    )
+    .headline(),
+    MetricDecl::rate("bandwidth", unit::BYTES_PER_S, "Bytes per second.").headline(),
+    MetricDecl::declare(
+        "ops",
+        unit::COUNT,
+        Direction::None,
+        Aggregate::Sum,
+        "Operations completed.",
+    ),
+    MetricDecl::info("elapsed", unit::SECONDS, "Seconds the benchmark ran."),
+    MetricDecl::info("op_size", unit::BYTES, "Bytes per operation (io_size)."),
+];
 
 /// `with:` of an `rbd-bench` stage.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -162,10 +182,7 @@ impl TypedStage for RbdBench {
             per_host: true,
             requires: vec!["rbd"],
             outputs: vec![OutputSpec::new("image", "`pool/image` benchmarked.")],
-            metrics: vec![
-                MetricSpec::new("iops", unit::OPS_PER_S, "Operations per second."),
-                MetricSpec::new("bandwidth", unit::BYTES_PER_S, "Bytes per second."),
-            ],
+            metrics: METRICS.to_vec(),
         }
     }
 
@@ -239,11 +256,35 @@ impl TypedStage for RbdBench {
         let measurement = pipeline_parsers::rbd_bench::parse(&out.stdout)
             .map_err(|e| StageError::failed(format!("cannot read rbd bench output: {e}")))?;
         let mut output = StageOutput {
-            metrics: measurement.metrics,
+            metrics: adopt_all("rbd-bench", METRICS, measurement.metrics)?,
             series: measurement.series,
             ..Default::default()
         };
         output.outputs.insert("image".into(), json!(image));
         Ok(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every figure of real rbd bench outputs (16.2, 18.2, 20.2; bench and
+    /// bench-write) is one the stage declares, as it declares it; and each
+    /// declaration is measured by some output.
+    #[test]
+    fn what_rbd_bench_prints_is_declared() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, text) in crate::parser_fixtures("rbd-bench-") {
+            let Ok(m) = pipeline_parsers::rbd_bench::parse(&text) else {
+                assert!(name.contains("no-image"), "{name} does not parse");
+                continue;
+            };
+            let adopted = super::adopt_all("rbd-bench", super::METRICS, m.metrics.clone())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(adopted, m.metrics, "{name}");
+            seen.extend(adopted.into_iter().map(|m| m.name));
+        }
+        for d in super::METRICS {
+            assert!(seen.contains(&*d.name), "no output measures `{}`", d.name);
+        }
     }
 }

@@ -16,10 +16,11 @@
 use std::path::{Component, Path};
 use std::time::Duration;
 
-use pipeline_model::{Measurement, unit};
+use pipeline_model::{Aggregate, Direction, Measurement, unit};
 use pipeline_stage_api::context::{SCRATCH_FILE, StageContext, scratch_file_name};
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::metric::{MetricDecl, adopt_all};
+use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, ByteSize, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,36 @@ use serde::{Deserialize, Serialize};
 use super::{ensure_ok, shell, slug};
 
 pub struct DiskBaseline;
+
+/// dd's figures (labels `test`=dd-write|dd-read, `target`). Across hosts
+/// the rates and bytes add up; each host's elapsed time is its own.
+pub const DD_METRICS: [MetricDecl; 3] = [
+    MetricDecl::rate(
+        "bandwidth",
+        unit::BYTES_PER_S,
+        "dd throughput (test=dd-write|dd-read, target=PATH).",
+    )
+    .headline(),
+    MetricDecl::declare(
+        "bytes",
+        unit::BYTES,
+        Direction::None,
+        Aggregate::Sum,
+        "Bytes dd copied.",
+    ),
+    MetricDecl::info("elapsed", unit::SECONDS, "Seconds dd took."),
+];
+
+/// Every metric: dd's, and fio's totals (test=fio-randread|fio-randwrite|
+/// fio-seqread|fio-seqwrite, target=PATH), whose headline is the IOPS of
+/// the random tests.
+fn metrics() -> Vec<MetricDecl> {
+    let fio = crate::fio::metrics().into_iter().map(|mut d| {
+        d.headline = d.name.ends_with("_iops");
+        d
+    });
+    DD_METRICS.iter().cloned().chain(fio).collect()
+}
 
 /// `with:` of a `disk-baseline` stage.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -256,18 +287,7 @@ impl TypedStage for DiskBaseline {
             per_host: true,
             requires: vec!["dd", "fio"],
             outputs: Vec::new(),
-            metrics: vec![
-                MetricSpec::new(
-                    "bandwidth",
-                    unit::BYTES_PER_S,
-                    "dd throughput (test=dd-write|dd-read, target=PATH); also bytes, elapsed.",
-                ),
-                MetricSpec::new(
-                    "read_iops",
-                    unit::OPS_PER_S,
-                    "fio IOPS (test=fio-randread|fio-randwrite|fio-seqread|fio-seqwrite); also write_iops, *_bandwidth, *_clat_mean/p50/p90/p99/p99_9.",
-                ),
-            ],
+            metrics: metrics(),
         }
     }
 
@@ -388,7 +408,8 @@ impl TypedStage for DiskBaseline {
                 Ok(())
             };
             let measured = measured?;
-            output.metrics.extend(measured.metrics);
+            let declared = adopt_all("disk-baseline", &metrics(), measured.metrics)?;
+            output.metrics.extend(declared);
             output.histograms.extend(measured.histograms);
             removed?;
         }
@@ -664,5 +685,35 @@ mod tests {
         let names: Vec<&str> = fio.histograms.iter().map(|h| h.name.as_str()).collect();
         assert_eq!(names, ["read_clat"]);
         assert!(fio.histograms[0].labels.is_empty());
+    }
+
+    /// What dd and fio print (real outputs), as each test reports it, is
+    /// what the stage declares.
+    #[test]
+    fn what_dd_and_fio_print_is_declared() {
+        let decls = metrics();
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, text) in crate::parser_fixtures("dd-coreutils-") {
+            let Ok(m) = dd_metrics(&text) else { continue };
+            let adopted = adopt_all("disk-baseline", &decls, m.metrics.clone())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(adopted, m.metrics);
+            seen.extend(adopted.into_iter().map(|m| m.name));
+        }
+        for (name, text) in crate::parser_fixtures("fio-3.33-") {
+            for test in [Test::FioRandread, Test::FioRandwrite, Test::FioSeqread] {
+                let Ok(m) = fio_metrics(test, &text) else {
+                    assert!(name.contains("job-error"), "{name}");
+                    continue;
+                };
+                let adopted = adopt_all("disk-baseline", &decls, m.metrics.clone())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(adopted, m.metrics);
+                seen.extend(adopted.into_iter().map(|m| m.name));
+            }
+        }
+        for d in &decls {
+            assert!(seen.contains(&*d.name), "no output measures `{}`", d.name);
+        }
     }
 }

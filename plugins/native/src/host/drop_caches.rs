@@ -7,10 +7,11 @@
 //! — is recorded as skipped with the reason. It never reports a drop that did
 //! not happen.
 
-use pipeline_model::{Aggregate, Direction, Metric, unit};
+use pipeline_model::unit;
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::exec::CommandSpec;
-use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::metric::MetricDecl;
+use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,13 @@ fn ten_minutes() -> Seconds {
     Seconds::secs(600)
 }
 
+/// Each host's own duration: does not combine across hosts.
+pub const DURATION: MetricDecl = MetricDecl::info(
+    "duration",
+    unit::SECONDS,
+    "Time sync and the drop took on the host (for SSH hosts, with the connection's overhead).",
+);
+
 const LINE: &str = "sync && echo 3 > /proc/sys/vm/drop_caches";
 
 fn spec(config: &Config) -> CommandSpec {
@@ -71,11 +79,7 @@ impl TypedStage for DropCaches {
             per_host: true,
             requires: vec!["sync"],
             outputs: Vec::new(),
-            metrics: vec![MetricSpec::new(
-                "duration",
-                unit::SECONDS,
-                "Time sync and the drop took on the host (for SSH hosts, with the connection's overhead).",
-            )],
+            metrics: vec![DURATION],
         }
     }
 
@@ -92,16 +96,7 @@ impl TypedStage for DropCaches {
         let out = ctx.run("drop-caches", &spec)?;
         if out.success() {
             return Ok(StageOutput {
-                // Each host's own duration: does not combine across hosts.
-                metrics: vec![
-                    Metric::new(
-                        "duration",
-                        out.elapsed.as_secs_f64(),
-                        unit::SECONDS,
-                        Direction::None,
-                    )
-                    .aggregate(Aggregate::None),
-                ],
+                metrics: vec![DURATION.value(out.elapsed.as_secs_f64())],
                 ..Default::default()
             });
         }

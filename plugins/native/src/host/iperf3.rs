@@ -14,11 +14,12 @@
 
 use std::time::Duration;
 
-use pipeline_model::{Metric, Series, unit};
+use pipeline_model::{Aggregate, Direction, Metric, Series, unit};
 use pipeline_stage_api::context::{Background, StageContext};
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::hosts::Host;
-use pipeline_stage_api::stage::{Action, MetricSpec, PlanContext, StageError, StageOutput};
+use pipeline_stage_api::metric::{MetricDecl, adopt_all};
+use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::typed::{About, TypedStage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,23 @@ use serde::{Deserialize, Serialize};
 use super::{command_error, ensure_ok, shell, slug};
 
 pub struct Iperf3;
+
+/// What iperf3 -J reports of a TCP test (labels `client`, `server`).
+pub const METRICS: [MetricDecl; 2] = [
+    MetricDecl::rate(
+        "bits_per_second",
+        unit::BITS_PER_S,
+        "Throughput, labels client, server and side (receiver is the headline, sender).",
+    )
+    .headline(),
+    MetricDecl::declare(
+        "retransmits",
+        unit::COUNT,
+        Direction::Lower,
+        Aggregate::Sum,
+        "TCP retransmits (sender).",
+    ),
+];
 
 /// One measured link.
 #[derive(Debug, Clone, PartialEq)]
@@ -223,14 +241,7 @@ impl TypedStage for Iperf3 {
             per_host: false,
             requires: vec!["iperf3"],
             outputs: Vec::new(),
-            metrics: vec![
-                MetricSpec::new(
-                    "bits_per_second",
-                    unit::BITS_PER_S,
-                    "Throughput, labels client, server and side (receiver is the headline, sender).",
-                ),
-                MetricSpec::new("retransmits", unit::COUNT, "TCP retransmits (sender)."),
-            ],
+            metrics: METRICS.to_vec(),
         }
     }
 
@@ -388,7 +399,10 @@ fn client_run(
         m.label("client", link.client.name.as_str())
             .label("server", link.server.name.as_str())
     };
-    let metrics = measurement.metrics.into_iter().map(label_link).collect();
+    let metrics = adopt_all("iperf3", &METRICS, measurement.metrics)?
+        .into_iter()
+        .map(label_link)
+        .collect();
     let series = measurement
         .series
         .into_iter()
@@ -443,6 +457,23 @@ mod tests {
             .iter()
             .map(|l| format!("{}->{}@{}:{}", l.client.name, l.server.name, l.bind, l.port))
             .collect()
+    }
+
+    /// What iperf3 -J prints of real TCP tests (one and two streams) is
+    /// what the stage declares.
+    #[test]
+    fn what_iperf3_prints_is_declared() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, text) in crate::parser_fixtures("iperf3-3.12-tcp") {
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let m = pipeline_parsers::iperf3::parse_json(&text).unwrap();
+            let adopted = adopt_all("iperf3", &METRICS, m.metrics.clone()).unwrap();
+            assert_eq!(adopted, m.metrics, "{name}");
+            seen.extend(adopted.into_iter().map(|m| m.name));
+        }
+        assert!(METRICS.iter().all(|d| seen.contains(&*d.name)));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use std::time::Duration;
 use pipeline_model::combine::{Parts, combine};
 use pipeline_model::{Aggregate, Direction, Metric, unit};
 use pipeline_stage_api::context::StageContext;
+use pipeline_stage_api::metric::MetricDecl;
 use pipeline_stage_api::remote_worker::{self, End, Ran, Rules, shown};
 use pipeline_stage_api::stage::{Action, PlanContext, StageError, StageOutput};
 use pipeline_stage_api::start_report::add_start_report;
@@ -167,6 +168,55 @@ pub fn common_window(hosts: &[HostWindow]) -> Option<CommonWindow> {
 }
 
 /// The stage's output: each host's figures labelled `host=NAME`, and
+/// A client host that was lost: its figures are not in `host=all`. A
+/// headline, so that the summary says the figures lack a host.
+pub const HOST_LOST: MetricDecl = MetricDecl::declare(
+    "host_lost",
+    unit::COUNT,
+    Direction::Lower,
+    Aggregate::Sum,
+    "1 for each client host lost during the run (label `host`); its figures are not in host=all.",
+)
+.headline();
+pub const CLIENT_CORES_BUSY: MetricDecl = MetricDecl::declare(
+    "client_cores_busy",
+    "cores",
+    Direction::None,
+    Aggregate::Sum,
+    "Cores the load kept busy on a client host in the measured phase (label `host`).",
+);
+pub const CLIENT_CORES: MetricDecl = MetricDecl::declare(
+    "client_cores",
+    "cores",
+    Direction::None,
+    Aggregate::Sum,
+    "Cores the load may use on a client host (label `host`).",
+);
+pub const WORKER_MAX_RSS: MetricDecl = MetricDecl::info(
+    "worker_max_rss",
+    "MiB",
+    "Peak resident memory of the load's worker on a client host (label `host`).",
+);
+pub const COMMON_WINDOW_SECONDS: MetricDecl = MetricDecl::info(
+    "common_window_seconds",
+    unit::SECONDS,
+    "The time in which every client host was measuring: host=all rates are over it.",
+);
+
+/// The metrics of a run on client hosts, besides the load's own: lost
+/// hosts, each host's cores and memory, the common window, the start report.
+pub fn metrics() -> Vec<MetricDecl> {
+    let mut all = vec![
+        HOST_LOST,
+        CLIENT_CORES_BUSY,
+        CLIENT_CORES,
+        WORKER_MAX_RSS,
+        COMMON_WINDOW_SECONDS,
+    ];
+    all.extend(pipeline_stage_api::start_report::metrics());
+    all
+}
+
 /// `host=all` by each metric's rule, rates over the common window.
 fn merge(ran: &Ran<Window>) -> Result<StageOutput, StageError> {
     let mut out = StageOutput::default();
@@ -183,12 +233,8 @@ fn merge(ran: &Ran<Window>) -> Result<StageOutput, StageError> {
                 }
             ));
             // A headline: the summary says the figures lack a host.
-            out.metrics.push(
-                Metric::new("host_lost", 1.0, unit::COUNT, Direction::Lower)
-                    .aggregate(Aggregate::Sum)
-                    .label("host", name.clone())
-                    .headline(),
-            );
+            out.metrics
+                .push(HOST_LOST.value(1.0).label("host", name.clone()));
             continue;
         };
         let (output, window, max_rss_kib) = (&done.output, &done.window, &done.max_rss_kib);
@@ -204,25 +250,18 @@ fn merge(ran: &Ran<Window>) -> Result<StageOutput, StageError> {
         out.merge_from(part);
         let offset = w.offset.map_or(0, |o| o.offset_ns) as i128;
         windows.push((name.clone(), window, offset));
-        let host_metric = |metric: &str, value: f64, unit: &str| {
-            Metric::new(metric, value, unit, Direction::None)
-                .aggregate(Aggregate::None)
-                .label("host", name.clone())
-        };
+        let host_metric =
+            |decl: &MetricDecl, value: f64| decl.value(value).label("host", name.clone());
         let measure_s = (window.issuing_end_unix_ns - window.measure_start_unix_ns) as f64 / 1e9;
         if measure_s > 0.0 {
-            out.metrics.push(
-                host_metric("client_cores_busy", window.cpu_seconds / measure_s, "cores")
-                    .aggregate(Aggregate::Sum),
-            );
+            out.metrics.push(host_metric(
+                &CLIENT_CORES_BUSY,
+                window.cpu_seconds / measure_s,
+            ));
         }
+        out.metrics.push(host_metric(&CLIENT_CORES, window.cores));
         out.metrics
-            .push(host_metric("client_cores", window.cores, "cores").aggregate(Aggregate::Sum));
-        out.metrics.push(host_metric(
-            "worker_max_rss",
-            *max_rss_kib as f64 / 1024.0,
-            "MiB",
-        ));
+            .push(host_metric(&WORKER_MAX_RSS, *max_rss_kib as f64 / 1024.0));
     }
     // Each host's clock (this machine's own for a local worker) and the
     // start it reported, in this machine's clock.
@@ -280,11 +319,8 @@ fn add_host_all(out: &mut StageOutput, hosts: usize, windows: &[(String, &Window
                 "host=all ops_per_s and bandwidth: each host's rate over the {:.2} s in which all {hosts} hosts were measuring (warm-up and ramp-down of each excluded), summed; counts are over each host's whole measured phase",
                 c.seconds()
             ));
-            all.metrics.push(
-                Metric::new("common_window_seconds", c.seconds(), unit::SECONDS, Direction::None)
-                    .aggregate(Aggregate::None)
-                    .label("host", "all"),
-            );
+            all.metrics
+                .push(COMMON_WINDOW_SECONDS.value(c.seconds()).label("host", "all"));
         }
         None => out.notes.push(format!(
             "no host=all ops_per_s or bandwidth: the {hosts} hosts' measured phases overlapped by less than {} ms",

@@ -147,7 +147,7 @@ fn direction_metrics(dir: &str, s: &DirStats, job: &str, has_histogram: bool) ->
         metric(
             format!("{dir}_iops"),
             s.iops,
-            unit::OPS_PER_S,
+            unit::IOPS,
             Direction::Higher,
             Aggregate::Sum,
         ),

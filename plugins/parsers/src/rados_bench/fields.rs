@@ -127,19 +127,19 @@ const FIELDS: &[(&[&str], Field)] = &[
     ),
     (
         &["averageiops"],
-        headline("iops_avg", unit::OPS_PER_S, Direction::Higher, Rule::Sum),
+        headline("iops_avg", unit::IOPS, Direction::Higher, Rule::Sum),
     ),
     (
         &["stddeviops"],
-        field("iops_stddev", unit::OPS_PER_S, Direction::None, Rule::None),
+        field("iops_stddev", unit::IOPS, Direction::None, Rule::None),
     ),
     (
         &["maxiops"],
-        field("iops_max", unit::OPS_PER_S, Direction::Higher, Rule::None),
+        field("iops_max", unit::IOPS, Direction::Higher, Rule::None),
     ),
     (
         &["miniops"],
-        field("iops_min", unit::OPS_PER_S, Direction::Higher, Rule::None),
+        field("iops_min", unit::IOPS, Direction::Higher, Rule::None),
     ),
     (
         &["averagelatencys", "averagelatency"],

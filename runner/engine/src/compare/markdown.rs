@@ -6,7 +6,7 @@ use std::fmt::Write;
 use pipeline_model::Direction;
 
 use super::environment::ChangeKind;
-use super::{Change, Comparison, MetricComparison, Test, Verdict};
+use super::{Change, Comparison, MetricComparison, StageComparison, Test, Verdict};
 use crate::report::escape::{cell, code, image, inline};
 use crate::report::format_value;
 
@@ -89,6 +89,19 @@ pub struct Embedded {
 pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Comparison: {}\n", inline(&c.baseline.suite));
+    runs_table(&mut out, c);
+    how_verdicts_are_reached(&mut out, c);
+    environment_section(&mut out, c);
+    regressions_section(&mut out, c);
+    charts_section(&mut out, charts);
+    for stage in &c.stages {
+        stage_section(&mut out, c, stage);
+    }
+    out.trim_end().to_string() + "\n"
+}
+
+/// The runs compared: the baseline, then each candidate.
+fn runs_table(out: &mut String, c: &Comparison) {
     let _ = writeln!(
         out,
         "| | run | suite | started | status |\n|---|---|---|---|---|"
@@ -107,6 +120,10 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
     for (i, r) in c.candidates.iter().enumerate() {
         row(candidate_name(c, i), r);
     }
+}
+
+/// The test and thresholds behind the verdicts.
+fn how_verdicts_are_reached(out: &mut String, c: &Comparison) {
     let t = &c.options.thresholds;
     let mut rules = format!("default {}%", t.default_percent);
     for (pattern, pct) in &t.rules {
@@ -122,7 +139,10 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
          those a threshold names.\n",
         c.options.alpha
     );
-    environment_section(&mut out, c);
+}
+
+/// The gated metrics that got worse past their thresholds, first.
+fn regressions_section(out: &mut String, c: &Comparison) {
     let _ = writeln!(out, "## Regressions\n");
     if c.regressions.is_empty() {
         let _ = writeln!(out, "None: no metric is worse past its threshold.\n");
@@ -159,6 +179,10 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
     if !c.regressions.is_empty() {
         out.push('\n');
     }
+}
+
+/// The charts of the gated metrics, when any were drawn.
+fn charts_section(out: &mut String, charts: &[Embedded]) {
     if !charts.is_empty() {
         let _ = writeln!(
             out,
@@ -168,59 +192,60 @@ pub fn render_with_charts(c: &Comparison, charts: &[Embedded]) -> String {
             let _ = writeln!(out, "{}\n", image(&chart.title, &chart.path));
         }
     }
-    for stage in &c.stages {
-        let _ = writeln!(out, "## {}\n", inline(&stage.id));
-        let missing: Vec<String> = std::iter::once(("baseline".to_string(), stage.in_baseline))
-            .chain(
-                stage
-                    .in_candidates
-                    .iter()
-                    .enumerate()
-                    .map(|(i, present)| (candidate_name(c, i), *present)),
-            )
-            .filter(|(_, present)| !present)
-            .map(|(name, _)| name)
-            .collect();
-        if !missing.is_empty() {
-            let _ = writeln!(out, "Not in: {}.\n", missing.join(", "));
-        }
-        if stage.metrics.is_empty() {
-            let _ = writeln!(out, "No metrics.\n");
-            continue;
-        }
-        let mut header = "| metric | baseline |".to_string();
-        let mut rule = "|---|---:|".to_string();
-        for i in 0..c.candidates.len() {
-            let name = candidate_name(c, i);
-            let _ = write!(header, " {name} | change | verdict |");
-            rule.push_str("---:|---:|---|");
-        }
-        let _ = writeln!(out, "{header}\n{rule}");
-        for m in &stage.metrics {
-            let base = m
-                .baseline
-                .as_ref()
-                .map_or("missing".to_string(), |s| value(s, &m.unit));
-            let mut line = format!("| {} | {base} |", metric_name(m));
-            for change in &m.candidates {
-                match change {
-                    Some(ch) => {
-                        let _ = write!(
-                            line,
-                            " {} | {} | {} |",
-                            value(&ch.summary, &m.unit),
-                            percent(ch.change_percent),
-                            verdict(ch)
-                        );
-                    }
-                    None => line.push_str(" missing | - | - |"),
-                }
-            }
-            let _ = writeln!(out, "{line}");
-        }
-        out.push('\n');
+}
+
+/// One stage's table: each metric in the baseline and each candidate.
+fn stage_section(out: &mut String, c: &Comparison, stage: &StageComparison) {
+    let _ = writeln!(out, "## {}\n", inline(&stage.id));
+    let missing: Vec<String> = std::iter::once(("baseline".to_string(), stage.in_baseline))
+        .chain(
+            stage
+                .in_candidates
+                .iter()
+                .enumerate()
+                .map(|(i, present)| (candidate_name(c, i), *present)),
+        )
+        .filter(|(_, present)| !present)
+        .map(|(name, _)| name)
+        .collect();
+    if !missing.is_empty() {
+        let _ = writeln!(out, "Not in: {}.\n", missing.join(", "));
     }
-    out.trim_end().to_string() + "\n"
+    if stage.metrics.is_empty() {
+        let _ = writeln!(out, "No metrics.\n");
+        return;
+    }
+    let mut header = "| metric | baseline |".to_string();
+    let mut rule = "|---|---:|".to_string();
+    for i in 0..c.candidates.len() {
+        let name = candidate_name(c, i);
+        let _ = write!(header, " {name} | change | verdict |");
+        rule.push_str("---:|---:|---|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+    for m in &stage.metrics {
+        let base = m
+            .baseline
+            .as_ref()
+            .map_or("missing".to_string(), |s| value(s, &m.unit));
+        let mut line = format!("| {} | {base} |", metric_name(m));
+        for change in &m.candidates {
+            match change {
+                Some(ch) => {
+                    let _ = write!(
+                        line,
+                        " {} | {} | {} |",
+                        value(&ch.summary, &m.unit),
+                        percent(ch.change_percent),
+                        verdict(ch)
+                    );
+                }
+                None => line.push_str(" missing | - | - |"),
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out.push('\n');
 }
 
 /// Most settings listed one by one; the rest are counted (the JSON output

@@ -6,11 +6,19 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::config::{Node, NodeValue, PipelineConfig};
+use crate::config::{Node, NodeValue, PipelineConfig, Sp};
 use crate::diagnostic::{Diagnostic, Diagnostics, Loc, Source, did_you_mean};
-use crate::hosts::{self, Host, HostConfig, Inventory, StrictHostKeyChecking};
+use crate::hosts::{self, Host, HostConfig, Inventory, SshConfig, StrictHostKeyChecking};
 use crate::template;
 
+/// Host configurations by name, each with where it was written.
+type HostConfigs = BTreeMap<String, (HostConfig, Loc)>;
+/// Groups' member names by group, each with where it was written.
+type Groups = BTreeMap<String, Vec<(String, Loc)>>;
+
+/// The suite's `inventory:` (and the Ansible inventory it names) resolved:
+/// its strings rendered, every host complete with the `ssh:` defaults, and
+/// every group checked to name hosts the inventory has.
 pub fn resolve_inventory(
     config: &PipelineConfig,
     vars: &Map<String, Value>,
@@ -22,51 +30,20 @@ pub fn resolve_inventory(
     let Some(inv) = &config.inventory else {
         return inventory;
     };
-    let tenv = template::environment();
-    let ctx = template::context(serde_json::json!({ "env": env, "vars": vars }));
-    // Inventory strings may read env and vars (`key: "{{ env.SSH_KEY }}"`).
-    let render = |text: &str, loc: Loc, diags: &mut Diagnostics| -> String {
-        template::render(&tenv, text, &ctx).unwrap_or_else(|e| {
-            diags.push(Diagnostic::error(format!("in `inventory`: {e}")).at(source, loc));
-            text.to_string()
-        })
+    let render = Render {
+        env: template::environment(),
+        ctx: template::context(serde_json::json!({ "env": env, "vars": vars })),
+        source,
     };
-    let ssh = &inv.ssh;
-    let mut configs: BTreeMap<String, (HostConfig, Loc)> = BTreeMap::new();
-    let mut groups: BTreeMap<String, Vec<(String, Loc)>> = BTreeMap::new();
+    let mut configs = HostConfigs::new();
+    let mut groups = Groups::new();
     if let Some(path) = &inv.ansible {
-        let file = render(path, path.loc, diags);
-        let file = source
-            .path
-            .parent()
-            .map_or(PathBuf::from(&file), |d| d.join(&file));
-        let is_yaml = file.extension().is_some_and(|e| e == "yml" || e == "yaml");
-        let read = |t: String| {
-            if is_yaml {
-                hosts::read_ansible_yaml(&t)
-            } else {
-                hosts::read_ansible_ini(&t)
+        match read_ansible(path, &render, diags) {
+            Some((h, g)) => {
+                configs = h;
+                groups = g;
             }
-            .map_err(|e| e.to_string())
-        };
-        match std::fs::read_to_string(&file)
-            .map_err(|e| e.to_string())
-            .and_then(read)
-        {
-            Ok((h, g)) => {
-                configs.extend(h.into_iter().map(|(k, v)| (k, (v, path.loc))));
-                for (name, members) in g {
-                    groups.insert(name, members.into_iter().map(|m| (m, path.loc)).collect());
-                }
-            }
-            Err(e) => {
-                inventory.incomplete = true;
-                diags.push(
-                    Diagnostic::error(format!("cannot read Ansible inventory {}: {e}", file.display()))
-                        .at(source, path.loc)
-                        .with_help("an Ansible inventory: INI (`[group]` sections of `name ansible_host=ADDR` lines) or YAML (.yml/.yaml)"),
-                );
-            }
+            None => inventory.incomplete = true,
         }
     }
     for (name, host) in &inv.hosts {
@@ -79,64 +56,9 @@ pub fn resolve_inventory(
         );
     }
     for (name, (cfg, loc)) in &configs {
-        if name == hosts::LOCAL || name == hosts::ALL {
-            diags.push(
-                Diagnostic::error(format!("`{name}` is a reserved host name"))
-                    .at(source, *loc)
-                    .with_help("`local` is this machine and `all` every host; choose another name"),
-            );
-            continue;
+        if let Some(host) = resolve_host(name, cfg, *loc, &inv.ssh, &render, diags) {
+            inventory.hosts.insert(name.clone(), host);
         }
-        let key = cfg
-            .key
-            .as_ref()
-            .or(ssh.key.as_ref())
-            .map(|k| PathBuf::from(render(k, *loc, diags)));
-        let known_hosts = ssh
-            .known_hosts
-            .as_ref()
-            .map(|k| PathBuf::from(render(k, *loc, diags)));
-        let address = render(&cfg.address, *loc, diags);
-        // An empty address would reach ssh as no host at all (or an option).
-        if address.trim().is_empty() || address.starts_with('-') {
-            diags.push(
-                Diagnostic::error(format!(
-                    "host `{name}` has {} address",
-                    if address.trim().is_empty() {
-                        "an empty"
-                    } else {
-                        "an invalid"
-                    }
-                ))
-                .at(source, *loc)
-                .with_help("write the host's name or IP address, e.g. `{address: 10.0.0.11}`"),
-            );
-        }
-        inventory.hosts.insert(
-            name.clone(),
-            Host {
-                name: name.clone(),
-                address: Some(address),
-                user: cfg
-                    .user
-                    .clone()
-                    .or_else(|| ssh.user.clone())
-                    .map(|u| render(&u, *loc, diags)),
-                port: cfg.port.or(ssh.port),
-                key,
-                known_hosts,
-                strict: ssh
-                    .strict_host_key_checking
-                    .unwrap_or(StrictHostKeyChecking::Yes),
-                connect_timeout: ssh.connect_timeout.unwrap_or(10),
-                options: ssh.options.clone(),
-                pipeline: cfg
-                    .pipeline
-                    .clone()
-                    .or_else(|| ssh.pipeline.clone())
-                    .map(|p| render(&p, *loc, diags)),
-            },
-        );
     }
     if !configs.is_empty() {
         // With an inventory, `local` is only used when named.
@@ -144,26 +66,169 @@ pub fn resolve_inventory(
         inventory.hosts.insert(hosts::LOCAL.into(), Host::local());
     }
     for (group, members) in groups {
-        let mut names = Vec::new();
-        for (member, loc) in members {
-            if inventory.hosts.contains_key(&member) {
-                names.push(member);
-            } else {
-                diags.push(
-                    Diagnostic::error(format!(
-                        "group `{group}` names host `{member}`, which the inventory does not define"
-                    ))
-                    .at(source, loc)
-                    .with_help_opt(did_you_mean(
-                        &member,
-                        inventory.hosts.keys().map(String::as_str),
-                    )),
-                );
-            }
-        }
+        let names = known_members(&group, members, &inventory.hosts, source, diags);
         inventory.groups.insert(group, names);
     }
     inventory
+}
+
+/// Renders the inventory's strings, which may read env and vars
+/// (`key: "{{ env.SSH_KEY }}"`); a string that cannot be rendered is
+/// reported and kept as written.
+struct Render<'a> {
+    env: minijinja::Environment<'static>,
+    ctx: minijinja::Value,
+    source: &'a Arc<Source>,
+}
+
+impl Render<'_> {
+    fn render(&self, text: &str, loc: Loc, diags: &mut Diagnostics) -> String {
+        template::render(&self.env, text, &self.ctx).unwrap_or_else(|e| {
+            diags.push(Diagnostic::error(format!("in `inventory`: {e}")).at(self.source, loc));
+            text.to_string()
+        })
+    }
+}
+
+/// The hosts and groups of the Ansible inventory `path` names (relative
+/// to the suite's folder), all located at `path`. `None`: it could not be
+/// read (reported).
+fn read_ansible(
+    path: &Sp<String>,
+    render: &Render<'_>,
+    diags: &mut Diagnostics,
+) -> Option<(HostConfigs, Groups)> {
+    let source = render.source;
+    let file = render.render(path, path.loc, diags);
+    let file = source
+        .path
+        .parent()
+        .map_or(PathBuf::from(&file), |d| d.join(&file));
+    let is_yaml = file.extension().is_some_and(|e| e == "yml" || e == "yaml");
+    let read = |t: String| {
+        if is_yaml {
+            hosts::read_ansible_yaml(&t)
+        } else {
+            hosts::read_ansible_ini(&t)
+        }
+        .map_err(|e| e.to_string())
+    };
+    match std::fs::read_to_string(&file)
+        .map_err(|e| e.to_string())
+        .and_then(read)
+    {
+        Ok((h, g)) => {
+            let configs = h.into_iter().map(|(k, v)| (k, (v, path.loc))).collect();
+            let groups = g
+                .into_iter()
+                .map(|(name, members)| (name, members.into_iter().map(|m| (m, path.loc)).collect()))
+                .collect();
+            Some((configs, groups))
+        }
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(format!("cannot read Ansible inventory {}: {e}", file.display()))
+                    .at(source, path.loc)
+                    .with_help("an Ansible inventory: INI (`[group]` sections of `name ansible_host=ADDR` lines) or YAML (.yml/.yaml)"),
+            );
+            None
+        }
+    }
+}
+
+/// One host as the runner reaches it: its own settings, else the `ssh:`
+/// defaults, strings rendered. `None` for a reserved name (reported); an
+/// empty or invalid address is reported, the host kept.
+fn resolve_host(
+    name: &str,
+    cfg: &HostConfig,
+    loc: Loc,
+    ssh: &SshConfig,
+    render: &Render<'_>,
+    diags: &mut Diagnostics,
+) -> Option<Host> {
+    let source = render.source;
+    if name == hosts::LOCAL || name == hosts::ALL {
+        diags.push(
+            Diagnostic::error(format!("`{name}` is a reserved host name"))
+                .at(source, loc)
+                .with_help("`local` is this machine and `all` every host; choose another name"),
+        );
+        return None;
+    }
+    let key = cfg
+        .key
+        .as_ref()
+        .or(ssh.key.as_ref())
+        .map(|k| PathBuf::from(render.render(k, loc, diags)));
+    let known_hosts = ssh
+        .known_hosts
+        .as_ref()
+        .map(|k| PathBuf::from(render.render(k, loc, diags)));
+    let address = render.render(&cfg.address, loc, diags);
+    // An empty address would reach ssh as no host at all (or an option).
+    if address.trim().is_empty() || address.starts_with('-') {
+        diags.push(
+            Diagnostic::error(format!(
+                "host `{name}` has {} address",
+                if address.trim().is_empty() {
+                    "an empty"
+                } else {
+                    "an invalid"
+                }
+            ))
+            .at(source, loc)
+            .with_help("write the host's name or IP address, e.g. `{address: 10.0.0.11}`"),
+        );
+    }
+    Some(Host {
+        name: name.to_string(),
+        address: Some(address),
+        user: cfg
+            .user
+            .clone()
+            .or_else(|| ssh.user.clone())
+            .map(|u| render.render(&u, loc, diags)),
+        port: cfg.port.or(ssh.port),
+        key,
+        known_hosts,
+        strict: ssh
+            .strict_host_key_checking
+            .unwrap_or(StrictHostKeyChecking::Yes),
+        connect_timeout: ssh.connect_timeout.unwrap_or(10),
+        options: ssh.options.clone(),
+        pipeline: cfg
+            .pipeline
+            .clone()
+            .or_else(|| ssh.pipeline.clone())
+            .map(|p| render.render(&p, loc, diags)),
+    })
+}
+
+/// A group's members that the inventory defines; each other name is
+/// reported.
+fn known_members(
+    group: &str,
+    members: Vec<(String, Loc)>,
+    hosts: &BTreeMap<String, Host>,
+    source: &Arc<Source>,
+    diags: &mut Diagnostics,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    for (member, loc) in members {
+        if hosts.contains_key(&member) {
+            names.push(member);
+        } else {
+            diags.push(
+                Diagnostic::error(format!(
+                    "group `{group}` names host `{member}`, which the inventory does not define"
+                ))
+                .at(source, loc)
+                .with_help_opt(did_you_mean(&member, hosts.keys().map(String::as_str))),
+            );
+        }
+    }
+    names
 }
 
 /// The hosts a stage's `on:` names (default: this machine).

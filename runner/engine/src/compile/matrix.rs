@@ -57,41 +57,8 @@ pub fn parse(node: &Node, source: &Arc<Source>, diags: &mut Diagnostics) -> Opti
             );
             continue;
         }
-        match &v.value {
-            NodeValue::Seq(items) if items.is_empty() => diags.push(
-                Diagnostic::error(format!("matrix axis `{name}` has no values"))
-                    .at(source, v.loc)
-                    .with_help("list at least one value, or remove the axis"),
-            ),
-            NodeValue::Seq(items) => {
-                let values: Vec<Value> = items.iter().map(Node::to_json).collect();
-                for (i, item) in items.iter().enumerate() {
-                    if matches!(item.value, NodeValue::Seq(_) | NodeValue::Map(_)) {
-                        diags.push(
-                            Diagnostic::error(format!(
-                                "matrix axis `{name}`: values must be scalars, found a {}",
-                                item.type_name()
-                            ))
-                            .at(source, item.loc),
-                        );
-                    } else if values[..i].contains(&values[i]) {
-                        diags.push(
-                            Diagnostic::error(format!("matrix axis `{name}` lists {} twice", values[i]))
-                                .at(source, item.loc)
-                                .with_help("each combination would run twice under the same id; remove the duplicate"),
-                        );
-                    }
-                }
-                axes.push((name, values));
-            }
-            _ => diags.push(
-                Diagnostic::error(format!(
-                    "matrix axis `{name}` must be a list, found {}",
-                    v.type_name()
-                ))
-                .at(source, v.loc)
-                .with_help(format!("write `{name}: [a, b]`")),
-            ),
+        if let Some(values) = parse_axis(&name, v, source, diags) {
+            axes.push((name, values));
         }
     }
     if axes.is_empty() && diags.len() == before {
@@ -101,61 +68,10 @@ pub fn parse(node: &Node, source: &Arc<Source>, diags: &mut Diagnostics) -> Opti
                 .with_help("add at least one `name: [values]` entry, or remove `matrix`"),
         );
     }
-    let mut exclude = Vec::new();
-    if let Some(ex) = exclude_node {
-        let NodeValue::Seq(items) = &ex.value else {
-            diags.push(
-                Diagnostic::error("`exclude` must be a list of partial combinations")
-                    .at(source, ex.loc)
-                    .with_help("e.g. `exclude: [{bs: 4M, mode: rand}]`"),
-            );
-            return None;
-        };
-        for item in items {
-            let Some(pairs) = item.as_map() else {
-                diags.push(
-                    Diagnostic::error(format!(
-                        "an `exclude` entry must be a mapping, found {}",
-                        item.type_name()
-                    ))
-                    .at(source, item.loc),
-                );
-                continue;
-            };
-            let mut combo = BTreeMap::new();
-            for (k, v) in pairs {
-                let axis = k.key_text();
-                match axes.iter().find(|(a, _)| *a == axis) {
-                    None => diags.push(
-                        Diagnostic::error(format!(
-                            "`exclude` names axis `{axis}`, which the matrix does not have"
-                        ))
-                        .at(source, k.loc)
-                        .with_help_opt(did_you_mean(&axis, axes.iter().map(|(a, _)| a.as_str()))),
-                    ),
-                    Some((_, values)) if !values.contains(&v.to_json()) => diags.push(
-                        Diagnostic::error(format!(
-                            "`exclude` value {} is not among axis `{axis}`'s values",
-                            v.to_json()
-                        ))
-                        .at(source, v.loc)
-                        .with_help(format!(
-                            "`{axis}` has: {}",
-                            values
-                                .iter()
-                                .map(Value::to_string)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                    ),
-                    Some(_) => {
-                        combo.insert(axis, v.to_json());
-                    }
-                }
-            }
-            exclude.push(combo);
-        }
-    }
+    let exclude = match exclude_node {
+        Some(ex) => parse_exclude(ex, &axes, source, diags)?,
+        None => Vec::new(),
+    };
     if diags.len() > before {
         return None;
     }
@@ -180,6 +96,125 @@ pub fn parse(node: &Node, source: &Arc<Source>, diags: &mut Diagnostics) -> Opti
         return None;
     }
     Some(m)
+}
+
+/// One axis's values (`bs: [4K, 4M]`): scalars, each listed once. `None`
+/// when the axis has no list of values; values that are not scalars or are
+/// listed twice are reported, and the axis is kept for the checks of
+/// `exclude`.
+fn parse_axis(
+    name: &str,
+    v: &Node,
+    source: &Arc<Source>,
+    diags: &mut Diagnostics,
+) -> Option<Vec<Value>> {
+    let items = match &v.value {
+        NodeValue::Seq(items) if items.is_empty() => {
+            diags.push(
+                Diagnostic::error(format!("matrix axis `{name}` has no values"))
+                    .at(source, v.loc)
+                    .with_help("list at least one value, or remove the axis"),
+            );
+            return None;
+        }
+        NodeValue::Seq(items) => items,
+        _ => {
+            diags.push(
+                Diagnostic::error(format!(
+                    "matrix axis `{name}` must be a list, found {}",
+                    v.type_name()
+                ))
+                .at(source, v.loc)
+                .with_help(format!("write `{name}: [a, b]`")),
+            );
+            return None;
+        }
+    };
+    let values: Vec<Value> = items.iter().map(Node::to_json).collect();
+    for (i, item) in items.iter().enumerate() {
+        if matches!(item.value, NodeValue::Seq(_) | NodeValue::Map(_)) {
+            diags.push(
+                Diagnostic::error(format!(
+                    "matrix axis `{name}`: values must be scalars, found a {}",
+                    item.type_name()
+                ))
+                .at(source, item.loc),
+            );
+        } else if values[..i].contains(&values[i]) {
+            diags.push(
+                Diagnostic::error(format!("matrix axis `{name}` lists {} twice", values[i]))
+                    .at(source, item.loc)
+                    .with_help(
+                        "each combination would run twice under the same id; remove the duplicate",
+                    ),
+            );
+        }
+    }
+    Some(values)
+}
+
+/// The `exclude:` list: partial combinations, each naming axes of the
+/// matrix and values they have. `None` when it is not a list.
+fn parse_exclude(
+    ex: &Node,
+    axes: &[(String, Vec<Value>)],
+    source: &Arc<Source>,
+    diags: &mut Diagnostics,
+) -> Option<Vec<BTreeMap<String, Value>>> {
+    let mut exclude = Vec::new();
+    let NodeValue::Seq(items) = &ex.value else {
+        diags.push(
+            Diagnostic::error("`exclude` must be a list of partial combinations")
+                .at(source, ex.loc)
+                .with_help("e.g. `exclude: [{bs: 4M, mode: rand}]`"),
+        );
+        return None;
+    };
+    for item in items {
+        let Some(pairs) = item.as_map() else {
+            diags.push(
+                Diagnostic::error(format!(
+                    "an `exclude` entry must be a mapping, found {}",
+                    item.type_name()
+                ))
+                .at(source, item.loc),
+            );
+            continue;
+        };
+        let mut combo = BTreeMap::new();
+        for (k, v) in pairs {
+            let axis = k.key_text();
+            match axes.iter().find(|(a, _)| *a == axis) {
+                None => diags.push(
+                    Diagnostic::error(format!(
+                        "`exclude` names axis `{axis}`, which the matrix does not have"
+                    ))
+                    .at(source, k.loc)
+                    .with_help_opt(did_you_mean(&axis, axes.iter().map(|(a, _)| a.as_str()))),
+                ),
+                Some((_, values)) if !values.contains(&v.to_json()) => diags.push(
+                    Diagnostic::error(format!(
+                        "`exclude` value {} is not among axis `{axis}`'s values",
+                        v.to_json()
+                    ))
+                    .at(source, v.loc)
+                    .with_help(format!(
+                        "`{axis}` has: {}",
+                        values
+                            .iter()
+                            .map(Value::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                ),
+                Some(_) => {
+                    combo.insert(axis, v.to_json());
+                }
+            }
+        }
+        exclude.push(combo);
+    }
+    Some(exclude)
 }
 
 impl Matrix {

@@ -61,38 +61,10 @@ fn compile_stage(
     let before = diags.len();
     check_id(scope, stage, diags);
     let plugin = find_plugin(scope, stage, diags);
-    let timeout = stage
-        .timeout
-        .as_ref()
-        .and_then(|t| match params::parse_duration(t) {
-            Ok(d) if d.is_zero() => {
-                diags.push(
-                    scope
-                        .err("`timeout` must be more than zero", t.loc)
-                        .with_help("e.g. `timeout: 10m`"),
-                );
-                None
-            }
-            Ok(d) => Some(d),
-            Err(e) => {
-                diags.push(
-                    scope
-                        .err(format!("invalid `timeout`: {e}"), t.loc)
-                        .with_help("write a duration such as 90s, 5m or 1h30m"),
-                );
-                None
-            }
-        });
+    let timeout = check_timeout(scope, stage, diags);
     let targets =
         super::inventory::stage_targets(stage.on.as_ref(), scope.inventory, scope.source, diags);
-    let parallel = match &stage.parallel {
-        Some(p) if p.value == 0 => {
-            diags.push(scope.err("`parallel` must be at least 1", p.loc));
-            1
-        }
-        Some(p) => p.value as usize,
-        None => DEFAULT_PARALLEL,
-    };
+    let parallel = check_parallel(scope, stage, diags);
     let sync_start = check_sync_start(
         scope,
         stage,
@@ -107,22 +79,7 @@ fn compile_stage(
         .as_ref()
         .and_then(|m| matrix::parse(m, scope.source, diags));
     let with = with_entries(scope, stage, diags);
-    let name_scope = NameScope {
-        vars: scope.vars,
-        env: scope.env,
-        axes: matrix
-            .as_ref()
-            .map(|m| m.axes.iter().map(|(a, _)| a.clone()).collect())
-            .unwrap_or_default(),
-        earlier: scope.all_stages[..index.min(scope.all_stages.len())]
-            .iter()
-            .map(|s| (s.id.as_str(), s.uses.as_str()))
-            .collect(),
-        all: scope.all_stages.iter().map(|s| s.id.as_str()).collect(),
-        outputs: &scope.stage_outputs,
-        current: stage.id.as_str(),
-        matrix_broken: stage.matrix.is_some() && matrix.is_none(),
-    };
+    let name_scope = name_scope(scope, stage, index, matrix.as_ref());
     check_templates(scope, stage, &with, &name_scope, diags);
     let client_scope = super::clients::StageScope {
         source: scope.source,
@@ -188,6 +145,73 @@ fn compile_stage(
         check_instance(scope, stage, instance, &with, diags);
     }
     instances
+}
+
+/// The stage's `timeout:`, a duration over zero.
+fn check_timeout(
+    scope: &Scope,
+    stage: &StageConfig,
+    diags: &mut Diagnostics,
+) -> Option<std::time::Duration> {
+    stage
+        .timeout
+        .as_ref()
+        .and_then(|t| match params::parse_duration(t) {
+            Ok(d) if d.is_zero() => {
+                diags.push(
+                    scope
+                        .err("`timeout` must be more than zero", t.loc)
+                        .with_help("e.g. `timeout: 10m`"),
+                );
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                diags.push(
+                    scope
+                        .err(format!("invalid `timeout`: {e}"), t.loc)
+                        .with_help("write a duration such as 90s, 5m or 1h30m"),
+                );
+                None
+            }
+        })
+}
+
+/// How many of the stage's hosts run at once (`parallel:`, at least 1).
+fn check_parallel(scope: &Scope, stage: &StageConfig, diags: &mut Diagnostics) -> usize {
+    match &stage.parallel {
+        Some(p) if p.value == 0 => {
+            diags.push(scope.err("`parallel` must be at least 1", p.loc));
+            1
+        }
+        Some(p) => p.value as usize,
+        None => DEFAULT_PARALLEL,
+    }
+}
+
+/// The names the stage's templates may read: vars, env, its matrix axes,
+/// and the outputs of the stages before it (stage `index` among all).
+fn name_scope<'a>(
+    scope: &'a Scope,
+    stage: &'a StageConfig,
+    index: usize,
+    matrix: Option<&Matrix>,
+) -> NameScope<'a> {
+    NameScope {
+        vars: scope.vars,
+        env: scope.env,
+        axes: matrix
+            .map(|m| m.axes.iter().map(|(a, _)| a.clone()).collect())
+            .unwrap_or_default(),
+        earlier: scope.all_stages[..index.min(scope.all_stages.len())]
+            .iter()
+            .map(|s| (s.id.as_str(), s.uses.as_str()))
+            .collect(),
+        all: scope.all_stages.iter().map(|s| s.id.as_str()).collect(),
+        outputs: &scope.stage_outputs,
+        current: stage.id.as_str(),
+        matrix_broken: stage.matrix.is_some() && matrix.is_none(),
+    }
 }
 
 /// Hosts run at once when a stage does not say (`parallel:`).

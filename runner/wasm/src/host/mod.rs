@@ -43,6 +43,7 @@ use pipeline_stage_api::ceph::CephConnection;
 use pipeline_stage_api::context::CommandOutput;
 use pipeline_stage_api::exec::CommandSpec;
 use pipeline_stage_api::grants::Grants;
+use pipeline_stage_api::metric::MetricDecl;
 use pipeline_stage_api::stage::StageError;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store, UpdateDeadline};
@@ -114,6 +115,9 @@ pub struct CallSetup {
     pub requests: Option<mpsc::Sender<Request>>,
     pub cancelled: Arc<AtomicBool>,
     pub deadline: Option<Instant>,
+    /// The metrics the plugin declared (its `describe`): an interface whose
+    /// values carry only a name (0.2.0) makes them from these.
+    pub metrics: Vec<MetricDecl>,
 }
 
 impl CallSetup {
@@ -133,6 +137,7 @@ impl CallSetup {
             requests: None,
             cancelled: Arc::new(AtomicBool::new(false)),
             deadline: None,
+            metrics: Vec::new(),
         }
     }
 }

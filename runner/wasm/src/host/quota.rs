@@ -94,6 +94,26 @@ pub struct OverLimit {
     pub name: &'static str,
 }
 
+/// Why the host refuses what a plugin returned or emitted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refused {
+    #[error(transparent)]
+    OverLimit(#[from] OverLimit),
+    #[error(
+        "{owner} has the value {value}, which is not a finite number (results.json holds only finite numbers)"
+    )]
+    NotFinite { owner: String, value: f64 },
+    #[error(
+        "point {index} of {owner} is ({t}, {v}), which is not a pair of finite numbers (results hold only finite numbers)"
+    )]
+    PointNotFinite {
+        owner: String,
+        index: usize,
+        t: f64,
+        v: f64,
+    },
+}
+
 fn over(what: impl Into<String>, found: usize, limit: usize, name: &'static str) -> OverLimit {
     OverLimit {
         what: what.into(),
@@ -213,36 +233,32 @@ impl Quota {
 
     /// One metric, whether emitted or returned: its name, unit and labels
     /// in bounds, its value a finite number.
-    pub fn metric(&self, m: &Metric) -> Result<(), String> {
-        self.name("metric", &m.name).map_err(|e| e.to_string())?;
+    pub fn metric(&self, m: &Metric) -> Result<(), Refused> {
+        self.name("metric", &m.name)?;
         let owner = format!("metric {}", preview(&m.name));
-        self.text(&format!("the unit of {owner}"), &m.unit)
-            .map_err(|e| e.to_string())?;
-        self.labels(&owner, &m.labels).map_err(|e| e.to_string())?;
+        self.text(&format!("the unit of {owner}"), &m.unit)?;
+        self.labels(&owner, &m.labels)?;
         if !m.value.is_finite() {
-            return Err(format!(
-                "{owner} has the value {}, which is not a finite number (results.json holds only finite numbers)",
-                m.value
-            ));
+            return Err(Refused::NotFinite {
+                owner,
+                value: m.value,
+            });
         }
         Ok(())
     }
 
-    fn one_series(&self, s: &Series) -> Result<(), String> {
-        self.name("series", &s.name).map_err(|e| e.to_string())?;
+    fn one_series(&self, s: &Series) -> Result<(), Refused> {
+        self.name("series", &s.name)?;
         let owner = format!("series {}", preview(&s.name));
-        self.text(&format!("the unit of {owner}"), &s.unit)
-            .map_err(|e| e.to_string())?;
-        self.labels(&owner, &s.labels).map_err(|e| e.to_string())?;
-        if let Some((i, [t, v])) = s
+        self.text(&format!("the unit of {owner}"), &s.unit)?;
+        self.labels(&owner, &s.labels)?;
+        if let Some((index, &[t, v])) = s
             .points
             .iter()
             .enumerate()
             .find(|(_, [t, v])| !t.is_finite() || !v.is_finite())
         {
-            return Err(format!(
-                "point {i} of {owner} is ({t}, {v}), which is not a pair of finite numbers (results hold only finite numbers)"
-            ));
+            return Err(Refused::PointNotFinite { owner, index, t, v });
         }
         Ok(())
     }
@@ -251,18 +267,17 @@ impl Quota {
         &self,
         kind: &str,
         entries: &BTreeMap<String, serde_json::Value>,
-    ) -> Result<(), String> {
+    ) -> Result<(), OverLimit> {
         if entries.len() > self.entries {
             return Err(over(
                 format!("the number of {kind}s"),
                 entries.len(),
                 self.entries,
                 "entries",
-            )
-            .to_string());
+            ));
         }
         for (name, value) in entries {
-            self.name(kind, name).map_err(|e| e.to_string())?;
+            self.name(kind, name)?;
             // Measured without building the text: a counting writer.
             let mut counter = Counter(0);
             let _ = serde_json::to_writer(&mut counter, value);
@@ -272,8 +287,7 @@ impl Quota {
                     found: bytes(counter.0 as u64),
                     limit: bytes(self.value_bytes as u64),
                     name: "value_bytes",
-                }
-                .to_string());
+                });
             }
         }
         Ok(())
@@ -322,12 +336,10 @@ impl Quota {
         emitted: usize,
         out: &StageOutput,
         artifacts: &[(String, Vec<u8>)],
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         let metrics = emitted + out.metrics.len();
         if metrics > self.metrics {
-            return Err(
-                over("the number of metrics", metrics, self.metrics, "metrics").to_string(),
-            );
+            return Err(over("the number of metrics", metrics, self.metrics, "metrics").into());
         }
         for m in &out.metrics {
             self.metric(m)?;
@@ -339,7 +351,7 @@ impl Quota {
                 self.series,
                 "series",
             )
-            .to_string());
+            .into());
         }
         let points: usize = out.series.iter().map(|s| s.points.len()).sum();
         if points > self.series_points {
@@ -349,7 +361,7 @@ impl Quota {
                 self.series_points,
                 "series_points",
             )
-            .to_string());
+            .into());
         }
         for s in &out.series {
             self.one_series(s)?;
@@ -365,7 +377,7 @@ impl Quota {
                 limit: bytes(self.message_bytes as u64),
                 name: "message_bytes",
             }
-            .to_string());
+            .into());
         }
         if artifacts.len() > self.artifacts {
             return Err(over(
@@ -374,11 +386,11 @@ impl Quota {
                 self.artifacts,
                 "artifacts",
             )
-            .to_string());
+            .into());
         }
         let mut total: u64 = 0;
         for (name, contents) in artifacts {
-            self.name("artifact", name).map_err(|e| e.to_string())?;
+            self.name("artifact", name)?;
             total = total.saturating_add(contents.len() as u64);
         }
         if total > self.artifact_bytes {
@@ -388,7 +400,7 @@ impl Quota {
                 limit: bytes(self.artifact_bytes),
                 name: "artifact_bytes",
             }
-            .to_string());
+            .into());
         }
         Ok(())
     }
@@ -422,10 +434,13 @@ mod tests {
     fn a_metric_must_be_finite_and_small() {
         let q = Quota::default();
         assert!(q.metric(&metric("lat", 1.5)).is_ok());
-        let e = q.metric(&metric("lat", f64::NAN)).unwrap_err();
+        let e = q.metric(&metric("lat", f64::NAN)).unwrap_err().to_string();
         assert!(e.contains("`lat` has the value NaN"), "{e}");
         assert!(q.metric(&metric("lat", f64::INFINITY)).is_err());
-        let e = q.metric(&metric(&"n".repeat(1 << 20), 1.0)).unwrap_err();
+        let e = q
+            .metric(&metric(&"n".repeat(1 << 20), 1.0))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("1 MiB) is over the limit of 256 bytes (`name_bytes`)"),
             "{e}"
@@ -449,7 +464,7 @@ mod tests {
             ..StageOutput::default()
         };
         assert!(q.output(1, &out, &[]).is_ok());
-        let e = q.output(2, &out, &[]).unwrap_err();
+        let e = q.output(2, &out, &[]).unwrap_err().to_string();
         assert_eq!(
             e,
             "the number of metrics (4) is over the limit of 3 (`metrics`)"
@@ -457,10 +472,10 @@ mod tests {
         let mut s = Series::new("ramp", "s", Direction::None);
         s.points = vec![[0.0, 1.0]; 5];
         out.series.push(s);
-        let e = q.output(0, &out, &[]).unwrap_err();
+        let e = q.output(0, &out, &[]).unwrap_err().to_string();
         assert!(e.contains("`series_points`"), "{e}");
         out.series[0].points = vec![[0.0, 1.0], [f64::NAN, 1.0]];
-        let e = q.output(0, &out, &[]).unwrap_err();
+        let e = q.output(0, &out, &[]).unwrap_err().to_string();
         assert!(e.contains("point 1 of series `ramp` is (NaN, 1)"), "{e}");
         out.series.clear();
         let e = q
@@ -469,7 +484,8 @@ mod tests {
                 &out,
                 &[("a".into(), vec![0; 6]), ("b".into(), vec![0; 6])],
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`artifact_bytes`"), "{e}");
     }
 

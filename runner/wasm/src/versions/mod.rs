@@ -1,9 +1,13 @@
 //! One module per released interface version; [`Bindings`] dispatches to the
-//! one a component was built against. Adding `pipeline:stage@0.2.0` means a
-//! new `v0_2_0.rs` next to `v0_1_0.rs` and a new variant here: plugins built
-//! against 0.1.0 keep running through their own bindings.
+//! one a component was built against. A released WIT folder is never edited:
+//! a new version is a new `plugins/wit/pipeline-stage@X.Y.Z/`, a new
+//! `vX_Y_Z.rs` next to the others (what did not change comes from
+//! `shared.rs`) and a new variant here, so plugins built against an older
+//! version keep running through their own bindings.
 
+mod shared;
 pub mod v0_1_0;
+pub mod v0_2_0;
 
 use std::collections::BTreeMap;
 
@@ -27,6 +31,7 @@ pub struct RunOutput {
 /// A linked plugin of some interface version.
 pub enum Bindings {
     V0_1_0(v0_1_0::Plugin),
+    V0_2_0(v0_2_0::Plugin),
 }
 
 /// A component with no `pipeline:stage/plugin@X.Y.Z` export: not a stage plugin.
@@ -66,6 +71,7 @@ impl Bindings {
     ) -> wasmtime::Result<Option<Self>> {
         Ok(match version {
             "0.1.0" => Some(Bindings::V0_1_0(v0_1_0::Plugin::link(engine, component)?)),
+            "0.2.0" => Some(Bindings::V0_2_0(v0_2_0::Plugin::link(engine, component)?)),
             _ => None,
         })
     }
@@ -73,6 +79,7 @@ impl Bindings {
     pub fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<StageDescription> {
         match self {
             Bindings::V0_1_0(p) => p.describe(store),
+            Bindings::V0_2_0(p) => p.describe(store),
         }
     }
 
@@ -84,6 +91,7 @@ impl Bindings {
     ) -> wasmtime::Result<Vec<(String, String)>> {
         match self {
             Bindings::V0_1_0(p) => p.check(store, specs, params),
+            Bindings::V0_2_0(p) => p.check(store, specs, params),
         }
     }
 
@@ -96,6 +104,7 @@ impl Bindings {
     ) -> wasmtime::Result<Vec<Action>> {
         match self {
             Bindings::V0_1_0(p) => p.plan(store, specs, params, ceph),
+            Bindings::V0_2_0(p) => p.plan(store, specs, params, ceph),
         }
     }
 
@@ -107,19 +116,32 @@ impl Bindings {
     ) -> wasmtime::Result<Result<RunOutput, StageError>> {
         match self {
             Bindings::V0_1_0(p) => p.run(store, specs, params),
+            Bindings::V0_2_0(p) => p.run(store, specs, params),
         }
     }
+}
+
+/// An entry a plugin returned twice (two outputs of one name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} `{name}` is given twice")]
+pub struct GivenTwice {
+    /// What the entries are: `output`, `environment fact`.
+    pub what: String,
+    pub name: String,
 }
 
 /// Entries (`name`, JSON) into a map, refusing duplicates.
 pub(crate) fn entries_map(
     what: &str,
     entries: Vec<(String, serde_json::Value)>,
-) -> Result<BTreeMap<String, serde_json::Value>, String> {
+) -> Result<BTreeMap<String, serde_json::Value>, GivenTwice> {
     let mut map = BTreeMap::new();
     for (name, value) in entries {
         if map.insert(name.clone(), value).is_some() {
-            return Err(format!("{what} `{name}` is given twice"));
+            return Err(GivenTwice {
+                what: what.to_string(),
+                name,
+            });
         }
     }
     Ok(map)

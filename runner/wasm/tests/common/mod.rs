@@ -18,17 +18,13 @@ use pipeline_engine::runner::{self, RunOptions};
 use pipeline_wasm::cache::ComponentCache;
 use pipeline_wasm::{Limits, WasmLoader};
 
-/// A guest built from `plugins/guests/testing/NAME` (crate name with `-`).
+/// A guest built from `plugins/guests/testing/NAME` (crate name with `-`);
+/// built first when missing (`pipeline_test_tiers::guests`).
 pub fn guest(name: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../plugins/guests/target")
-        .join(format!("{}.wasm", name.replace('-', "_")));
-    assert!(
-        path.is_file(),
-        "{} is missing: build the test guests with plugins/guests/build.sh --rust",
-        path.display()
-    );
-    path
+    pipeline_test_tiers::guests::built(&format!(
+        "plugins/guests/target/{}.wasm",
+        name.replace('-', "_")
+    ))
 }
 
 pub fn fixture(name: &str) -> PathBuf {

@@ -1,9 +1,32 @@
 //! `ceph-df`: runs `ceph <cluster args> df -f json` through the runner and
 //! turns it into capacity metrics: raw usage of the cluster and, per pool,
-//! stored bytes, objects, % used and what can still be written.
+//! stored bytes, objects, % used and what can still be written. Built
+//! against `pipeline:stage@0.2.0` (the SDK's root API): each metric is
+//! declared once below and every value is made from its declaration.
 
 use pipeline_plugin_sdk::*;
 use serde_json::Value as Json;
+
+// What it reports. Capacity is information, neither better nor worse; the
+// figures are the cluster's, the same from every host, so they do not add up
+// across hosts (no rule: `Aggregate::None`).
+const RAW_USED_PERCENT: MetricSpec =
+    MetricSpec::info("raw_used_percent", "%", "raw capacity used").headline();
+const RAW_TOTAL: MetricSpec = MetricSpec::info("raw_total", "B", "raw capacity");
+const RAW_AVAIL: MetricSpec = MetricSpec::info("raw_avail", "B", "raw capacity available");
+const POOL_STORED: MetricSpec =
+    MetricSpec::info("pool_stored", "B", "bytes stored in a pool (label pool)");
+const POOL_OBJECTS: MetricSpec = MetricSpec::info("pool_objects", "count", "objects in a pool");
+const POOL_USED_PERCENT: MetricSpec = MetricSpec::info(
+    "pool_used_percent",
+    "%",
+    "share of the pool's possible capacity in use",
+);
+const POOL_MAX_AVAIL: MetricSpec = MetricSpec::info(
+    "pool_max_avail",
+    "B",
+    "bytes that can still be written to the pool",
+);
 
 struct CephDf;
 
@@ -26,13 +49,13 @@ impl Plugin for CephDf {
             "fail the stage when the cluster's raw usage is above this (guards benchmarks on a full cluster)",
         ))
         .output("raw_used_percent", "raw capacity used, in percent")
-        .metric("raw_used_percent", "%", "raw capacity used")
-        .metric("raw_total", "B", "raw capacity")
-        .metric("raw_avail", "B", "raw capacity available")
-        .metric("pool_stored", "B", "bytes stored in a pool (label pool)")
-        .metric("pool_objects", "count", "objects in a pool")
-        .metric("pool_used_percent", "%", "share of the pool's possible capacity in use")
-        .metric("pool_max_avail", "B", "bytes that can still be written to the pool")
+        .metric(RAW_USED_PERCENT)
+        .metric(RAW_TOTAL)
+        .metric(RAW_AVAIL)
+        .metric(POOL_STORED)
+        .metric(POOL_OBJECTS)
+        .metric(POOL_USED_PERCENT)
+        .metric(POOL_MAX_AVAIL)
         .capability(Capability::Exec)
     }
 
@@ -78,9 +101,9 @@ fn parse(df: &Json, wanted: &[String]) -> Result<(Output, f64), Error> {
     let used_ratio = num(stats, "total_used_raw_ratio").unwrap_or(0.0);
     let used = used_ratio * 100.0;
     let mut out = Output::new()
-        .metric(Metric::new("raw_used_percent", used, "%", Direction::Neutral).headline())
-        .metric(Metric::new("raw_total", total, "B", Direction::Neutral))
-        .metric(Metric::new("raw_avail", avail, "B", Direction::Neutral));
+        .metric(RAW_USED_PERCENT.value(used))
+        .metric(RAW_TOTAL.value(total))
+        .metric(RAW_AVAIL.value(avail));
     let pools = df
         .get("pools")
         .and_then(Json::as_array)
@@ -92,26 +115,15 @@ fn parse(df: &Json, wanted: &[String]) -> Result<(Output, f64), Error> {
             continue;
         }
         let Some(s) = pool.get("stats") else { continue };
-        let metric = |m: &str, v: f64, unit: &str| {
-            Metric::new(m, v, unit, Direction::Neutral).label("pool", name)
-        };
-        out.push_metric(metric("pool_stored", num(s, "stored").unwrap_or(0.0), "B"));
-        out.push_metric(metric(
-            "pool_objects",
-            num(s, "objects").unwrap_or(0.0),
-            "count",
-        ));
+        let metric = |m: &MetricSpec, v: f64| m.value(v).label("pool", name);
+        out.push_metric(metric(&POOL_STORED, num(s, "stored").unwrap_or(0.0)));
+        out.push_metric(metric(&POOL_OBJECTS, num(s, "objects").unwrap_or(0.0)));
         // Ceph reports a ratio (0..1) under the name percent_used.
         out.push_metric(metric(
-            "pool_used_percent",
+            &POOL_USED_PERCENT,
             num(s, "percent_used").unwrap_or(0.0) * 100.0,
-            "%",
         ));
-        out.push_metric(metric(
-            "pool_max_avail",
-            num(s, "max_avail").unwrap_or(0.0),
-            "B",
-        ));
+        out.push_metric(metric(&POOL_MAX_AVAIL, num(s, "max_avail").unwrap_or(0.0)));
     }
     for w in wanted {
         if !pools

@@ -3,7 +3,7 @@
 //! attack per `mode`; `count` scales the floods. The runner's tests
 //! (runner/wasm/tests/hostile_data.rs) show that each is bounded or refused.
 
-use pipeline_plugin_sdk::*;
+use pipeline_plugin_sdk::v0_1::*;
 
 struct HostileData;
 

@@ -3,7 +3,7 @@
 //! plugin sets only the variables the pipeline grants, and that a granted
 //! program starts from a minimal environment, locally and over SSH.
 
-use pipeline_plugin_sdk::*;
+use pipeline_plugin_sdk::v0_1::*;
 
 struct HostileEnv;
 

@@ -11,7 +11,7 @@
 //! - `exec`: only runs `argv` (a granted program named by `..` path forms),
 //!   its stdout as the output `stdout`.
 
-use pipeline_plugin_sdk::*;
+use pipeline_plugin_sdk::v0_1::*;
 
 struct HostileFs;
 

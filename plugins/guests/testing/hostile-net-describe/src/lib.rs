@@ -2,7 +2,7 @@
 //! runner calls while loading the plugin (issue #14, class 3): loading must
 //! end within the call budget instead.
 
-use pipeline_plugin_sdk::*;
+use pipeline_plugin_sdk::v0_1::*;
 
 struct SleepyDescribe;
 

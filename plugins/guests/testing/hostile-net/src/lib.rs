@@ -3,7 +3,7 @@
 //! a user (issue #14, classes 3, 4 and 8). One attack per `mode`; the
 //! runner's `tests/hostile_net.rs` grants it local test servers.
 
-use pipeline_plugin_sdk::*;
+use pipeline_plugin_sdk::v0_1::*;
 
 struct HostileNet;
 

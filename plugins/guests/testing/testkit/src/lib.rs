@@ -4,7 +4,7 @@
 //! `runner/wasm/tests/fixtures/testkit-0.1.0.wasm`: it also proves that the
 //! runner keeps running plugins built for that interface version.
 
-use pipeline_plugin_sdk::*;
+use pipeline_plugin_sdk::v0_1::*;
 
 struct Testkit;
 

@@ -1,10 +1,9 @@
 //! What the load reports: the metrics both stages declare, and the
 //! figures, histograms and notes of a finished run.
 
-use std::time::Duration;
-
 use pipeline_model::{Aggregate, Direction, Histogram, HistogramError, Metric, unit};
-use pipeline_stage_api::stage::{MetricSpec, StageError, StageOutput};
+use pipeline_stage_api::metric::MetricDecl;
+use pipeline_stage_api::stage::{StageError, StageOutput};
 
 use super::super::recorder::{MIB, Op, OpStats, Phase, Recorder, stored};
 use super::config::{LoadConfig, SteadyState};
@@ -21,74 +20,188 @@ pub fn about(name: &'static str, summary: &'static str) -> pipeline_stage_api::t
         per_host: false,
         requires: Vec::new(),
         outputs: Vec::new(),
-        metrics: metric_specs(),
+        metrics: metrics(),
     }
 }
 
-/// The metrics both stages report.
-pub fn metric_specs() -> Vec<MetricSpec> {
-    vec![
-        MetricSpec::new(
-            "ops_per_s",
-            unit::OPS_PER_S,
-            "Operations per second, per `op` and `phase` (prefill, measure).",
-        ),
-        MetricSpec::new(
-            "bandwidth",
-            unit::MIB_PER_S,
-            "Payload MiB/s, per `op` and `phase`.",
-        ),
-        MetricSpec::new(
-            "ops",
-            unit::COUNT,
-            "Operations completed, per `op` and `phase` (prefill, warmup, measure).",
-        ),
-        MetricSpec::new(
-            "bytes",
-            unit::BYTES,
-            "Payload bytes moved, per `op` and `phase`.",
-        ),
-        MetricSpec::new(
-            "latency_mean",
-            unit::MICROSECONDS,
-            "Mean latency; also latency_p50/p90/p99/p99_9/max (from the HDR histogram `latency`).",
-        ),
-        MetricSpec::new(
-            "ttfb_mean",
-            unit::MICROSECONDS,
-            "GET time to first byte; also ttfb_p50/p90/p99/p99_9/max (histogram `ttfb`).",
-        ),
-        MetricSpec::new(
-            "errors",
-            unit::COUNT,
-            "Failed requests, per `op`, `phase` and `kind` (http-STATUS, timeout, connection-reset, connect, data-mismatch, other).",
-        ),
-        MetricSpec::new(
-            "client_cpu_seconds",
-            unit::SECONDS,
-            "User+system CPU of the client process in the measured phase; also client_cpu_per_1000_ops.",
-        ),
-        MetricSpec::new(
-            "gateway_cpu_seconds",
-            unit::SECONDS,
-            "User+system CPU of the radosgw processes of this machine in the measured phase, when the endpoint is on loopback; also gateway_cpu_per_1000_ops.",
-        ),
-        MetricSpec::new(
-            "steady_state",
-            unit::COUNT,
-            "With `steady_state`: 1 when it was reached (the run ended there), 0 when not.",
-        ),
-        MetricSpec::new(
-            "target_rate",
-            unit::OPS_PER_S,
-            "The `rate` asked for (only with one); ops_per_s is what was achieved.",
-        ),
-        MetricSpec::new(
-            "warmup_seconds",
-            unit::SECONDS,
-            "Length of the warm-up excluded from the figures; also prefill_seconds, measure_seconds.",
-        ),
-    ]
+/// A latency distribution's figures (`latency`, `ttfb`): mean, percentiles
+/// from the HDR histogram of that name, maximum; `$p99_headline` says
+/// whether its p99 is a headline figure.
+macro_rules! distribution {
+    ($name:literal, $what:literal, $p99_headline:expr) => {
+        [
+            MetricDecl::declare(
+                concat!($name, "_mean"),
+                unit::MICROSECONDS,
+                Direction::Lower,
+                Aggregate::const_mean_weighted_by("ops"),
+                concat!("Mean ", $what, ", per `op` and `phase`."),
+            ),
+            MetricDecl::declare(
+                concat!($name, "_p50"),
+                unit::MICROSECONDS,
+                Direction::Lower,
+                Aggregate::const_histogram($name, 0.5),
+                concat!("Median ", $what, " (HDR histogram `", $name, "`)."),
+            ),
+            MetricDecl::declare(
+                concat!($name, "_p90"),
+                unit::MICROSECONDS,
+                Direction::Lower,
+                Aggregate::const_histogram($name, 0.9),
+                concat!("p90 ", $what, "."),
+            ),
+            {
+                let mut p99 = MetricDecl::declare(
+                    concat!($name, "_p99"),
+                    unit::MICROSECONDS,
+                    Direction::Lower,
+                    Aggregate::const_histogram($name, 0.99),
+                    concat!("p99 ", $what, "."),
+                );
+                p99.headline = $p99_headline;
+                p99
+            },
+            MetricDecl::declare(
+                concat!($name, "_p99_9"),
+                unit::MICROSECONDS,
+                Direction::Lower,
+                Aggregate::const_histogram($name, 0.999),
+                concat!("p99.9 ", $what, "."),
+            ),
+            MetricDecl::declare(
+                concat!($name, "_max"),
+                unit::MICROSECONDS,
+                Direction::Lower,
+                Aggregate::Max,
+                concat!("Largest ", $what, "."),
+            ),
+        ]
+    };
+}
+
+pub const OPS_PER_S: MetricDecl = MetricDecl::rate(
+    "ops_per_s",
+    unit::OPS_PER_S,
+    "Requests completed per second, per `op` and `phase` (prefill, measure).",
+)
+.headline();
+pub const BANDWIDTH: MetricDecl = MetricDecl::rate(
+    "bandwidth",
+    unit::MIB_PER_S,
+    "Payload MiB/s, per `op` and `phase`.",
+)
+.headline();
+pub const OPS: MetricDecl = MetricDecl::declare(
+    "ops",
+    unit::COUNT,
+    Direction::None,
+    Aggregate::Sum,
+    "Operations completed, per `op` and `phase` (prefill, warmup, measure).",
+);
+pub const BYTES: MetricDecl = MetricDecl::declare(
+    "bytes",
+    unit::BYTES,
+    Direction::None,
+    Aggregate::Sum,
+    "Payload bytes moved, per `op` and `phase`.",
+);
+pub const ERRORS: MetricDecl = MetricDecl::declare(
+    "errors",
+    unit::COUNT,
+    Direction::Lower,
+    Aggregate::Sum,
+    "Failed requests, per `op`, `phase` and `kind` (http-STATUS, timeout, connection-reset, connect, data-mismatch, other).",
+);
+pub const LATENCY: [MetricDecl; 6] = distribution!("latency", "request latency", true);
+pub const TTFB: [MetricDecl; 6] = distribution!("ttfb", "GET time to first byte", false);
+pub const CLIENT_CPU_SECONDS: MetricDecl = MetricDecl::declare(
+    "client_cpu_seconds",
+    unit::SECONDS,
+    Direction::Lower,
+    Aggregate::Sum,
+    "User+system CPU of the client process in the measured phase.",
+);
+pub const CLIENT_CPU_PER_1000_OPS: MetricDecl = MetricDecl::declare(
+    "client_cpu_per_1000_ops",
+    unit::SECONDS,
+    Direction::Lower,
+    Aggregate::None,
+    "Client CPU seconds per 1000 measured operations.",
+);
+pub const GATEWAY_CPU_SECONDS: MetricDecl = MetricDecl::declare(
+    "gateway_cpu_seconds",
+    unit::SECONDS,
+    Direction::Lower,
+    Aggregate::Max,
+    "User+system CPU of the radosgw processes of this machine in the measured phase, when the endpoint is on loopback.",
+);
+pub const GATEWAY_CPU_PER_1000_OPS: MetricDecl = MetricDecl::declare(
+    "gateway_cpu_per_1000_ops",
+    unit::SECONDS,
+    Direction::Lower,
+    Aggregate::None,
+    "Gateway CPU seconds per 1000 measured operations.",
+);
+pub const STEADY_STATE: MetricDecl = MetricDecl::declare(
+    "steady_state",
+    unit::COUNT,
+    Direction::None,
+    Aggregate::Min,
+    "With `steady_state`: 1 when it was reached (the run ended there), 0 when not.",
+);
+pub const TARGET_RATE: MetricDecl = MetricDecl::declare(
+    "target_rate",
+    unit::OPS_PER_S,
+    Direction::None,
+    Aggregate::Sum,
+    "The `rate` asked for (only with one); ops_per_s is what was achieved.",
+);
+pub const PHASE_SECONDS: [MetricDecl; 3] = [
+    MetricDecl::declare(
+        "prefill_seconds",
+        unit::SECONDS,
+        Direction::None,
+        Aggregate::Max,
+        "Length of the prefill (objects written before the GETs).",
+    ),
+    MetricDecl::declare(
+        "warmup_seconds",
+        unit::SECONDS,
+        Direction::None,
+        Aggregate::Max,
+        "Length of the warm-up excluded from the figures.",
+    ),
+    MetricDecl::declare(
+        "measure_seconds",
+        unit::SECONDS,
+        Direction::None,
+        Aggregate::Max,
+        "Length of the measured phase.",
+    ),
+];
+
+/// The metrics both stages report: the load's own, and those of a run on
+/// several client hosts ([`super::super::clients::metrics`]).
+pub fn metrics() -> Vec<MetricDecl> {
+    let mut all = vec![
+        OPS_PER_S,
+        BANDWIDTH,
+        OPS,
+        BYTES,
+        ERRORS,
+        CLIENT_CPU_SECONDS,
+        CLIENT_CPU_PER_1000_OPS,
+        GATEWAY_CPU_SECONDS,
+        GATEWAY_CPU_PER_1000_OPS,
+        STEADY_STATE,
+        TARGET_RATE,
+    ];
+    all.extend(LATENCY);
+    all.extend(TTFB);
+    all.extend(PHASE_SECONDS);
+    all.extend(super::super::clients::metrics());
+    all
 }
 
 /// The stage output of a finished run: its figures, series and notes.
@@ -126,10 +239,7 @@ fn add_target_rate(
     rec: &Recorder,
     timing: &Timing,
 ) {
-    out.metrics.push(
-        Metric::new("target_rate", rate, unit::OPS_PER_S, Direction::None)
-            .aggregate(Aggregate::Sum),
-    );
+    out.metrics.push(TARGET_RATE.value(rate));
     let (ops, errors) = rec.totals(Phase::Measure);
     let achieved = (ops + errors) as f64 / timing.measure.as_secs_f64().max(1e-9);
     out.notes.push(format!(
@@ -145,15 +255,8 @@ fn add_target_rate(
 
 /// Whether `steady_state` was reached, and what that means for the figures.
 fn add_steady_state(out: &mut StageOutput, ss: &SteadyState, reached: bool, timing: &Timing) {
-    out.metrics.push(
-        Metric::new(
-            "steady_state",
-            if reached { 1.0 } else { 0.0 },
-            unit::COUNT,
-            Direction::None,
-        )
-        .aggregate(Aggregate::Min),
-    );
+    out.metrics
+        .push(STEADY_STATE.value(if reached { 1.0 } else { 0.0 }));
     out.notes.push(if reached {
         format!(
             "steady state reached after {:.1} s: every second of the last {} s within {}% of their mean; the measured phase ended there",
@@ -230,58 +333,23 @@ struct OpFigures<'a> {
 }
 
 impl OpFigures<'_> {
-    /// A metric labelled with the operation and the phase.
-    fn m(
-        &self,
-        name: &str,
-        value: f64,
-        unit: &str,
-        direction: Direction,
-        rule: Aggregate,
-    ) -> Metric {
-        Metric::new(name, value, unit, direction)
-            .aggregate(rule)
+    /// A value of `decl`, labelled with the operation and the phase. Only
+    /// the measured phase's figures are headlines.
+    fn m(&self, decl: &MetricDecl, value: f64) -> Metric {
+        let mut m = decl
+            .value(value)
             .label("op", self.op.as_str())
-            .label("phase", self.phase.as_str())
-    }
-
-    /// Headlines are the measured phase's.
-    fn headline(&self, m: Metric) -> Metric {
-        if self.phase == Phase::Measure {
-            m.headline()
-        } else {
-            m
-        }
+            .label("phase", self.phase.as_str());
+        m.headline = decl.headline && self.phase == Phase::Measure;
+        m
     }
 
     /// Operations, bytes and errors by kind.
     fn counts(&self) -> Vec<Metric> {
         let s = self.s;
-        let mut metrics = vec![
-            self.m(
-                "ops",
-                s.ops as f64,
-                unit::COUNT,
-                Direction::None,
-                Aggregate::Sum,
-            ),
-            self.m(
-                "bytes",
-                s.bytes as f64,
-                unit::BYTES,
-                Direction::None,
-                Aggregate::Sum,
-            ),
-        ];
+        let mut metrics = vec![self.m(&OPS, s.ops as f64), self.m(&BYTES, s.bytes as f64)];
         for (kind, n) in &s.errors {
-            let e = self.m(
-                "errors",
-                *n as f64,
-                unit::COUNT,
-                Direction::Lower,
-                Aggregate::Sum,
-            );
-            metrics.push(e.label("kind", kind.as_str()));
+            metrics.push(self.m(&ERRORS, *n as f64).label("kind", kind.as_str()));
         }
         metrics
     }
@@ -289,67 +357,40 @@ impl OpFigures<'_> {
     /// Operations and payload per second over the phase's `seconds`.
     fn rates(&self, seconds: f64) -> Vec<Metric> {
         let s = self.s;
-        let rate = s.ops as f64 / seconds;
-        let mib_s = s.bytes as f64 / MIB / seconds;
-        let mut metrics = vec![self.headline(self.m(
-            "ops_per_s",
-            rate,
-            unit::OPS_PER_S,
-            Direction::Higher,
-            Aggregate::Sum,
-        ))];
+        let mut metrics = vec![self.m(&OPS_PER_S, s.ops as f64 / seconds)];
         // HEAD and LIST move no payload: no bandwidth row for them.
         if s.bytes > 0 {
-            metrics.push(self.headline(self.m(
-                "bandwidth",
-                mib_s,
-                unit::MIB_PER_S,
-                Direction::Higher,
-                Aggregate::Sum,
-            )));
+            metrics.push(self.m(&BANDWIDTH, s.bytes as f64 / MIB / seconds));
         }
         metrics
     }
 
     /// Mean, percentiles and maximum of a distribution (`latency`, `ttfb`).
     fn distribution(&self, name: &str, hdr: &hdrhistogram::Histogram<u64>) -> Vec<Metric> {
-        let us = |suffix: &str, value: f64, rule: Aggregate| {
-            self.m(
-                &format!("{name}_{suffix}"),
-                value,
-                unit::MICROSECONDS,
-                Direction::Lower,
-                rule,
-            )
-        };
-        let mut metrics = vec![us("mean", hdr.mean(), Aggregate::mean_weighted_by("ops"))];
-        for (suffix, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999)] {
-            let p = us(
-                suffix,
-                hdr.value_at_quantile(q) as f64,
-                Aggregate::histogram(name, q),
-            );
-            let p = if suffix == "p99" && name == "latency" {
-                self.headline(p)
-            } else {
-                p
-            };
-            metrics.push(p);
-        }
-        metrics.push(us("max", hdr.max() as f64, Aggregate::Max));
-        metrics
+        let decls = if name == "latency" { &LATENCY } else { &TTFB };
+        let values = [
+            hdr.mean(),
+            hdr.value_at_quantile(0.5) as f64,
+            hdr.value_at_quantile(0.9) as f64,
+            hdr.value_at_quantile(0.99) as f64,
+            hdr.value_at_quantile(0.999) as f64,
+            hdr.max() as f64,
+        ];
+        decls
+            .iter()
+            .zip(values)
+            .map(|(decl, value)| self.m(decl, value))
+            .collect()
     }
 }
 
 /// How long each phase lasted.
 fn phase_seconds(timing: &Timing) -> Vec<Metric> {
-    let seconds = |name: &str, d: Duration| {
-        Metric::new(name, d.as_secs_f64(), unit::SECONDS, Direction::None).aggregate(Aggregate::Max)
-    };
+    let [prefill, warmup, measure] = &PHASE_SECONDS;
     vec![
-        seconds("prefill_seconds", timing.prefill),
-        seconds("warmup_seconds", timing.warmup),
-        seconds("measure_seconds", timing.measure),
+        prefill.value(timing.prefill.as_secs_f64()),
+        warmup.value(timing.warmup.as_secs_f64()),
+        measure.value(timing.measure.as_secs_f64()),
     ]
 }
 
@@ -357,44 +398,23 @@ fn phase_seconds(timing: &Timing) -> Vec<Metric> {
 fn cpu_figures(timing: &Timing, measured_ops: u64) -> Vec<Metric> {
     let mut metrics = Vec::new();
     if let Some(g) = timing.gateway_cpu_seconds {
-        metrics.push(
-            Metric::new("gateway_cpu_seconds", g, unit::SECONDS, Direction::Lower)
-                .aggregate(Aggregate::Max),
-        );
+        metrics.push(GATEWAY_CPU_SECONDS.value(g));
         if measured_ops > 0 {
-            metrics.push(
-                Metric::new(
-                    "gateway_cpu_per_1000_ops",
-                    g * 1000.0 / measured_ops as f64,
-                    unit::SECONDS,
-                    Direction::Lower,
-                )
-                .aggregate(Aggregate::None),
-            );
+            metrics.push(GATEWAY_CPU_PER_1000_OPS.value(g * 1000.0 / measured_ops as f64));
         }
     }
-    let cpu = Metric::new(
-        "client_cpu_seconds",
-        timing.cpu_seconds,
-        unit::SECONDS,
-        Direction::Lower,
-    );
-    metrics.push(cpu.aggregate(Aggregate::Sum));
+    metrics.push(CLIENT_CPU_SECONDS.value(timing.cpu_seconds));
     if measured_ops > 0 {
         let per_1000 = timing.cpu_seconds * 1000.0 / measured_ops as f64;
-        let m = Metric::new(
-            "client_cpu_per_1000_ops",
-            per_1000,
-            unit::SECONDS,
-            Direction::Lower,
-        );
-        metrics.push(m.aggregate(Aggregate::None));
+        metrics.push(CLIENT_CPU_PER_1000_OPS.value(per_1000));
     }
     metrics
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::objgw::recorder::Op;
 

@@ -38,7 +38,7 @@ use super::store::Store;
 use engine::Target;
 
 pub use config::{LoadConfig, LostHosts, Mix, SizeRange, SteadyState, WeightedSize, Workload};
-pub use figures::{about, metric_specs};
+pub use figures::{about, metrics};
 pub use host::LoadHost;
 
 /// When a load ran at full load, in wall-clock time, and what completed in

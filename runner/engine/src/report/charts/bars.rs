@@ -85,37 +85,107 @@ fn shorten_middle(text: &str, max: usize) -> String {
     format!("{start}…{end}")
 }
 
+/// The grouped bar chart as SVG: the y axis, the group names under their
+/// groups (slanted when they do not fit), the bars with their values and
+/// marks above them, and the legend.
 pub fn render(b: &Bars) -> String {
     let area = Area::standard();
     let labels: Vec<&str> = b.series.iter().map(|s| s.label.as_str()).collect();
     let legend = legend_rows(&labels);
-    let groups = b.groups.len().max(1) as f64;
-    let group_width = area.width / groups;
-    // Group names that do not fit under their group are slanted, and the
-    // chart grows by the room they take.
-    let room = ((group_width / 6.5) as usize).max(4);
-    let longest = b
-        .groups
-        .iter()
-        .map(|g| g.chars().count())
-        .max()
-        .unwrap_or(0);
-    let slant = longest > room;
-    let slant_room = if slant {
-        (longest.min(MAX_SLANTED) as f64 * 6.5 * 0.5).ceil()
-    } else {
-        0.0
-    };
-    let height = TOP + PLOT_HEIGHT + BOTTOM + slant_room + LEGEND_ROW * legend.len() as f64;
+    let layout = Layout::of(b, &area);
+    let height = TOP + PLOT_HEIGHT + BOTTOM + layout.slant_room + LEGEND_ROW * legend.len() as f64;
     let mut s = String::new();
     open(&mut s, b.title, height);
     y_axis(&mut s, b.y, &area, b.y_name);
-    let bars = b.series.len().max(1) as f64;
-    // Wide bars read as heavier, not clearer: at most MAX_BAR, centred.
-    let bar_width = (group_width * 0.8 / bars).min(MAX_BAR);
-    let inset = (group_width - bar_width * bars) / 2.0;
-    let zero = area.py(b.y, 0.0f64.clamp(b.y.min, b.y.max));
-    let bottom = area.top + area.height;
+    group_names(&mut s, b, &area, &layout);
+    let _ = writeln!(s, r#"<g class="bars" {}>"#, area.data_attributes(None, b.y));
+    let mut texts = String::new();
+    for (j, series) in b.series.iter().enumerate() {
+        for (g, value) in series.values.iter().enumerate() {
+            bar(
+                &mut s,
+                &mut texts,
+                b,
+                &area,
+                &layout,
+                (j, series),
+                (g, *value),
+            );
+        }
+    }
+    s.push_str("</g>\n");
+    s.push_str(&texts);
+    draw_legend(
+        &mut s,
+        &legend,
+        TOP + PLOT_HEIGHT + BOTTOM + layout.slant_room,
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Where a bar chart's groups and bars go.
+struct Layout {
+    group_width: f64,
+    /// Characters of a group name that fit under its group.
+    room: usize,
+    /// Group names do not fit: they are slanted, and take `slant_room`.
+    slant: bool,
+    slant_room: f64,
+    bar_width: f64,
+    /// From a group's left edge to its first bar.
+    inset: f64,
+    /// The y of 0 (or of the axis end nearest it).
+    zero: f64,
+    /// The y of the plot's bottom edge.
+    bottom: f64,
+}
+
+impl Layout {
+    fn of(b: &Bars, area: &Area) -> Self {
+        let groups = b.groups.len().max(1) as f64;
+        let group_width = area.width / groups;
+        // Group names that do not fit under their group are slanted, and the
+        // chart grows by the room they take.
+        let room = ((group_width / 6.5) as usize).max(4);
+        let longest = b
+            .groups
+            .iter()
+            .map(|g| g.chars().count())
+            .max()
+            .unwrap_or(0);
+        let slant = longest > room;
+        let slant_room = if slant {
+            (longest.min(MAX_SLANTED) as f64 * 6.5 * 0.5).ceil()
+        } else {
+            0.0
+        };
+        let bars = b.series.len().max(1) as f64;
+        // Wide bars read as heavier, not clearer: at most MAX_BAR, centred.
+        let bar_width = (group_width * 0.8 / bars).min(MAX_BAR);
+        Layout {
+            group_width,
+            room,
+            slant,
+            slant_room,
+            bar_width,
+            inset: (group_width - bar_width * bars) / 2.0,
+            zero: area.py(b.y, 0.0f64.clamp(b.y.min, b.y.max)),
+            bottom: area.top + area.height,
+        }
+    }
+}
+
+/// Each group's name under it, and the x axis's name.
+fn group_names(s: &mut String, b: &Bars, area: &Area, layout: &Layout) {
+    let Layout {
+        group_width,
+        room,
+        slant,
+        slant_room,
+        bottom,
+        ..
+    } = *layout;
     s.push_str(r##"<g fill="#333" text-anchor="middle">"##);
     s.push('\n');
     for (g, name) in b.groups.iter().enumerate() {
@@ -144,69 +214,78 @@ pub fn render(b: &Bars) -> String {
         escape(b.x_name)
     );
     s.push_str("</g>\n");
-    let _ = writeln!(s, r#"<g class="bars" {}>"#, area.data_attributes(None, b.y));
-    let mut texts = String::new();
-    for (j, series) in b.series.iter().enumerate() {
-        for (g, value) in series.values.iter().enumerate() {
-            let x = area.left + group_width * g as f64 + inset + bar_width * j as f64;
-            let centre = num(x + bar_width / 2.0);
-            let Some(v) = value.filter(|v| drawable(*v)) else {
-                let _ = writeln!(
-                    texts,
-                    r##"<text x="{centre}" y="{}" fill="#888" font-size="9" text-anchor="middle">n/a</text>"##,
-                    num(zero - 3.0)
-                );
-                continue;
-            };
-            let top = area.py(b.y, v);
-            let (y, h) = if top <= zero {
-                (top, zero - top)
+}
+
+/// Series `j`'s bar in group `g` into `s`; its value and mark (or `n/a`
+/// when it has none it can draw) into `texts`, drawn over every bar.
+fn bar(
+    s: &mut String,
+    texts: &mut String,
+    b: &Bars,
+    area: &Area,
+    layout: &Layout,
+    (j, series): (usize, &BarSeries),
+    (g, value): (usize, Option<f64>),
+) {
+    let Layout {
+        group_width,
+        bar_width,
+        inset,
+        zero,
+        ..
+    } = *layout;
+    let x = area.left + group_width * g as f64 + inset + bar_width * j as f64;
+    let centre = num(x + bar_width / 2.0);
+    let Some(v) = value.filter(|v| drawable(*v)) else {
+        let _ = writeln!(
+            texts,
+            r##"<text x="{centre}" y="{}" fill="#888" font-size="9" text-anchor="middle">n/a</text>"##,
+            num(zero - 3.0)
+        );
+        return;
+    };
+    let top = area.py(b.y, v);
+    let (y, h) = if top <= zero {
+        (top, zero - top)
+    } else {
+        (zero, top - zero)
+    };
+    let shown = format_value(v, b.unit);
+    let _ = writeln!(
+        s,
+        r#"<rect class="bar" data-group="{g}" data-series="{j}" x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}</title></rect>"#,
+        num(x + 1.0),
+        num(y),
+        num((bar_width - 2.0).max(1.0)),
+        num(h),
+        colour(j),
+        escape(&format!(
+            "{}{}: {shown}",
+            b.groups.get(g).map(String::as_str).unwrap_or_default(),
+            if series.label.is_empty() {
+                String::new()
             } else {
-                (zero, top - zero)
-            };
-            let shown = format_value(v, b.unit);
-            let _ = writeln!(
-                s,
-                r#"<rect class="bar" data-group="{g}" data-series="{j}" x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}</title></rect>"#,
-                num(x + 1.0),
-                num(y),
-                num((bar_width - 2.0).max(1.0)),
-                num(h),
-                colour(j),
-                escape(&format!(
-                    "{}{}: {shown}",
-                    b.groups.get(g).map(String::as_str).unwrap_or_default(),
-                    if series.label.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {}", series.label)
-                    }
-                ))
-            );
-            let mut above = y - 3.0;
-            if bar_width >= VALUE_TEXT_FROM {
-                let _ = writeln!(
-                    texts,
-                    r##"<text x="{centre}" y="{}" fill="#222" font-size="9" text-anchor="middle">{}</text>"##,
-                    num(above),
-                    escape(&shown)
-                );
-                above -= 11.0;
+                format!(", {}", series.label)
             }
-            if let Some(Some(mark)) = series.marks.get(g) {
-                let _ = writeln!(
-                    texts,
-                    r#"<text class="mark" x="{centre}" y="{}" fill="{}" font-size="10" font-weight="bold" text-anchor="middle">{}</text>"#,
-                    num(above),
-                    mark.colour,
-                    escape(&mark.text)
-                );
-            }
-        }
+        ))
+    );
+    let mut above = y - 3.0;
+    if bar_width >= VALUE_TEXT_FROM {
+        let _ = writeln!(
+            texts,
+            r##"<text x="{centre}" y="{}" fill="#222" font-size="9" text-anchor="middle">{}</text>"##,
+            num(above),
+            escape(&shown)
+        );
+        above -= 11.0;
     }
-    s.push_str("</g>\n");
-    s.push_str(&texts);
-    draw_legend(&mut s, &legend, TOP + PLOT_HEIGHT + BOTTOM + slant_room);
-    s.push_str("</svg>\n");
-    s
+    if let Some(Some(mark)) = series.marks.get(g) {
+        let _ = writeln!(
+            texts,
+            r#"<text class="mark" x="{centre}" y="{}" fill="{}" font-size="10" font-weight="bold" text-anchor="middle">{}</text>"#,
+            num(above),
+            mark.colour,
+            escape(&mark.text)
+        );
+    }
 }

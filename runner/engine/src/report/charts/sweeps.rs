@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pipeline_model::{Direction, Labels};
-use pipeline_stage_api::safe_fs::Dir;
+use pipeline_stage_api::safe_fs::{Dir, FsError};
 use serde::Serialize;
 
 use super::{CHARTS_DIR, ChartNote, ChartRef, axis, bars, curve, markdown_alt, names, note, write};
@@ -312,8 +312,6 @@ fn row_title(row: &Row) -> String {
     }
 }
 
-/// Finds the sweeps of `results`, draws their charts into
-/// `run_dir/charts/` and returns what the report shows.
 /// Whether a matrix value is a number (`16`, `"4096"`), not a word (`seq`).
 fn is_number(v: &serde_json::Value) -> bool {
     v.is_number() || v.as_str().is_some_and(|t| t.trim().parse::<f64>().is_ok())
@@ -355,6 +353,8 @@ fn shared_or_own_scale(shared: &[f64], group: &[&Row]) -> Vec<f64> {
     }
 }
 
+/// Finds the sweeps of `results`, draws their charts into
+/// `run_dir/charts/` and returns what the report shows.
 pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
     let found = find(results);
     let built: Vec<(String, Vec<&StageRecord>, Vec<Row>, bool)> = found
@@ -364,16 +364,7 @@ pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
             (stage, instances, rows, medians)
         })
         .collect();
-    // One y scale per metric (name and base unit) across the sweeps.
-    let mut scales: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
-    for (_, _, rows, _) in &built {
-        for r in rows {
-            scales
-                .entry((r.name.clone(), r.unit.clone()))
-                .or_default()
-                .extend(r.values.iter().flatten());
-        }
-    }
+    let scales = shared_scales(built.iter().map(|(_, _, rows, _)| rows.as_slice()));
     let root = Dir::open(run_dir);
     let mut taken = names::Taken::default();
     let mut out = Vec::new();
@@ -384,41 +375,106 @@ pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
             stage: stage.clone(),
             axes: axes.clone(),
             points: points.clone(),
-            rows: rows
-                .iter()
-                .map(|r| SweepRow {
-                    metric: r.name.clone(),
-                    labels: label_text(&r.labels),
-                    direction: r.direction,
-                    cells: r
-                        .values
-                        .iter()
-                        .map(|v| v.map_or("-".to_string(), |v| format_value(v, &r.unit)))
-                        .collect(),
-                })
-                .collect(),
+            rows: rows.iter().map(sweep_row).collect(),
             medians,
             charts: Vec::new(),
             notes: Vec::new(),
         };
-        let mut drawn: Vec<(String, String, String)> = Vec::new();
         let x_name = axes.join(", ");
-        let categorical = is_categorical(&instances);
-        let numeric = is_numeric(&instances);
         // Two modes side by side (`seq`, `rand`): the table says it all;
         // bars of two categories and a curve through them say less.
-        if categorical && points.len() < 3 {
+        if is_categorical(&instances) && points.len() < 3 {
             sweep
                 .notes
                 .push(note(&x_name, "two categories, compared in the table above"));
             out.push(sweep);
             continue;
         }
-        let of = if medians { " (medians)" } else { "" };
-        // Grouped bars: one chart per metric, its label sets as the bars.
+        let chart = SweepChart {
+            stage: &stage,
+            points: &points,
+            x_name: &x_name,
+            of: if medians { " (medians)" } else { "" },
+        };
+        let mut drawn = chart.bars(&rows, &scales, &mut sweep.notes);
+        drawn.extend(chart.curve(&rows, is_numeric(&instances)));
+        for d in drawn {
+            save_chart(&root, &mut taken, &stage, d, &mut sweep);
+        }
+        out.push(sweep);
+    }
+    out
+}
+
+/// One y scale per metric (name and base unit) across the sweeps: every
+/// value each metric has in any of them.
+fn shared_scales<'r>(
+    sweeps: impl Iterator<Item = &'r [Row]>,
+) -> BTreeMap<(String, String), Vec<f64>> {
+    let mut scales: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for rows in sweeps {
+        for r in rows {
+            scales
+                .entry((r.name.clone(), r.unit.clone()))
+                .or_default()
+                .extend(r.values.iter().flatten());
+        }
+    }
+    scales
+}
+
+/// A row of the sweep's table: each point's value formatted for its unit.
+fn sweep_row(r: &Row) -> SweepRow {
+    SweepRow {
+        metric: r.name.clone(),
+        labels: label_text(&r.labels),
+        direction: r.direction,
+        cells: r
+            .values
+            .iter()
+            .map(|v| v.map_or("-".to_string(), |v| format_value(v, &r.unit)))
+            .collect(),
+    }
+}
+
+/// A chart drawn for a sweep, not yet written.
+struct Drawn {
+    /// The metric part of its file name.
+    metric: String,
+    title: String,
+    svg: String,
+}
+
+/// What every chart of one sweep shares.
+struct SweepChart<'a> {
+    stage: &'a str,
+    /// The x positions: each point's matrix values.
+    points: &'a [String],
+    /// The matrix axes, for the x axis's name.
+    x_name: &'a str,
+    /// ` (medians)` when values are medians over repetitions.
+    of: &'a str,
+}
+
+impl SweepChart<'_> {
+    /// Grouped bars: one chart per metric, its label sets as the bars. A
+    /// metric with a value at one point only gets a note instead.
+    fn bars(
+        &self,
+        rows: &[Row],
+        scales: &BTreeMap<(String, String), Vec<f64>>,
+        notes: &mut Vec<ChartNote>,
+    ) -> Vec<Drawn> {
+        let SweepChart {
+            stage,
+            points,
+            x_name,
+            of,
+        } = *self;
+        let mut drawn = Vec::new();
         let mut done: Vec<(String, String)> = Vec::new();
         let mut lone: Vec<String> = Vec::new();
-        for r in &rows {
+        for r in rows {
             let key = (r.name.clone(), r.unit.clone());
             if done.contains(&key) {
                 continue;
@@ -449,80 +505,105 @@ pub fn write_sweeps(results: &RunResults, run_dir: &Path) -> Vec<Sweep> {
             } else {
                 format!("{stage}: {} across {x_name}{of}", r.name)
             };
-            let text = bars::render(&bars::Bars {
+            let svg = bars::render(&bars::Bars {
                 title: &title,
-                groups: &points,
-                x_name: &x_name,
+                groups: points,
+                x_name,
                 y_name: &r.name,
                 series: &series,
                 y: &y,
                 unit: &r.unit,
             });
-            drawn.push((r.stem.clone(), title, text));
+            drawn.push(Drawn {
+                metric: r.stem.clone(),
+                title,
+                svg,
+            });
         }
         if !lone.is_empty() {
-            sweep.notes.push(note(
+            notes.push(note(
                 &lone.join(", "),
                 "each measured at one matrix point only; no bars to compare",
             ));
         }
-        if let Some((t, l, common)) = curve_rows(&rows) {
-            let pts: Vec<(String, [f64; 2])> = common
-                .iter()
-                .filter_map(|&i| Some((points[i].clone(), [t.values[i]?, l.values[i]?])))
-                .filter(|(_, p)| bars::drawable(p[0]) && bars::drawable(p[1]))
-                .collect();
-            let x = curve::curve_axis(pts.iter().map(|p| p.1[0]), &t.unit);
-            let y = curve::curve_axis(pts.iter().map(|p| p.1[1]), &l.unit);
-            let title = if t.labels == l.labels {
-                let shared = label_text(&t.labels);
-                let shared = if shared.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({shared})")
-                };
-                // Merged rows by the part they share: the point labels
-                // (randwrite, randread) say which direction each is.
-                format!("{stage}: {} against {}{shared}{of}", l.stem, t.stem)
-            } else {
-                format!("{stage}: {} against {}{of}", row_title(l), row_title(t))
-            };
-            let text = curve::render(&curve::Curve {
-                title: &title,
-                x: &x,
-                y: &y,
-                x_name: &t.name,
-                y_name: &l.name,
-                points: &pts,
-                joined: numeric,
-            });
-            drawn.push((format!("{}-vs-{}", t.stem, l.stem), title, text));
-        }
-        for (metric, title, text) in drawn {
-            let stem = taken.claim(format!(
-                "{}-{}",
-                names::file_stem(&stage),
-                names::file_stem(&metric)
-            ));
-            let rel = PathBuf::from(CHARTS_DIR).join(format!("{stem}.svg"));
-            let written = match &root {
-                Ok(root) => write(root, &rel, &text),
-                Err(e) => Err(format!("cannot open the run folder: {e}")),
-            };
-            match written {
-                Ok(()) => sweep.charts.push(ChartRef {
-                    path: rel.display().to_string(),
-                    alt: markdown_alt(&title),
-                }),
-                Err(e) => sweep.notes.push(note(
-                    &metric,
-                    format!("cannot write {}: {e}", rel.display()),
-                )),
-            }
-        }
-        out.push(sweep);
+        drawn
     }
-    out
+
+    /// The throughput-vs-latency curve, when the stage measures both: one
+    /// point per matrix point, joined only when every axis is `numeric`.
+    fn curve(&self, rows: &[Row], numeric: bool) -> Option<Drawn> {
+        let SweepChart {
+            stage, points, of, ..
+        } = *self;
+        let (t, l, common) = curve_rows(rows)?;
+        let pts: Vec<(String, [f64; 2])> = common
+            .iter()
+            .filter_map(|&i| Some((points[i].clone(), [t.values[i]?, l.values[i]?])))
+            .filter(|(_, p)| bars::drawable(p[0]) && bars::drawable(p[1]))
+            .collect();
+        let x = curve::curve_axis(pts.iter().map(|p| p.1[0]), &t.unit);
+        let y = curve::curve_axis(pts.iter().map(|p| p.1[1]), &l.unit);
+        let title = if t.labels == l.labels {
+            let shared = label_text(&t.labels);
+            let shared = if shared.is_empty() {
+                String::new()
+            } else {
+                format!(" ({shared})")
+            };
+            // Merged rows by the part they share: the point labels
+            // (randwrite, randread) say which direction each is.
+            format!("{stage}: {} against {}{shared}{of}", l.stem, t.stem)
+        } else {
+            format!("{stage}: {} against {}{of}", row_title(l), row_title(t))
+        };
+        let svg = curve::render(&curve::Curve {
+            title: &title,
+            x: &x,
+            y: &y,
+            x_name: &t.name,
+            y_name: &l.name,
+            points: &pts,
+            joined: numeric,
+        });
+        Some(Drawn {
+            metric: format!("{}-vs-{}", t.stem, l.stem),
+            title,
+            svg,
+        })
+    }
+}
+
+/// Writes a drawn chart under `charts/` by a file name no other chart of
+/// the run has, and lists it in the sweep (or notes why it could not be
+/// written).
+fn save_chart(
+    root: &Result<Dir, FsError>,
+    taken: &mut names::Taken,
+    stage: &str,
+    drawn: Drawn,
+    sweep: &mut Sweep,
+) {
+    let Drawn { metric, title, svg } = drawn;
+    let stem = taken.claim(format!(
+        "{}-{}",
+        names::file_stem(stage),
+        names::file_stem(&metric)
+    ));
+    let rel = PathBuf::from(CHARTS_DIR).join(format!("{stem}.svg"));
+    let written = match root {
+        Ok(root) => write(root, &rel, &svg),
+        Err(e) => Err(format!("cannot open the run folder: {e}")),
+    };
+    match written {
+        Ok(()) => sweep.charts.push(ChartRef {
+            path: rel.display().to_string(),
+            alt: markdown_alt(&title),
+        }),
+        Err(e) => sweep.notes.push(note(
+            &metric,
+            format!("cannot write {}: {e}", rel.display()),
+        )),
+    }
 }
 
 #[cfg(test)]
