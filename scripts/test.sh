@@ -17,6 +17,9 @@ if ! flock -n 9; then
   exit 1
 fi
 scripts/install-deps.sh
+# One build per run: incremental caches would only add gigabytes to the disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free at the start"
 releases="${PIPELINE_CEPH_RELEASES-18.2 20.2}"
 # The release roots (about 3 minutes each on a fresh machine, mostly download
 # and unpacking) are built while the workspace compiles.
