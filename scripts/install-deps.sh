@@ -36,5 +36,9 @@ fi
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust 1.95+ (rustup)" >&2; exit 1; }
 
 # WASM plugins: the Rust guest target and the Python component builder.
-rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+# Both checks are local (no network when all is there: the README's block runs
+# this offline, scripts/readme-using-it.sh). grep reads the whole list (not -q,
+# which may stop reading first and fail the pipe under pipefail, and then
+# `rustup target add` would be asked to download).
+rustup target list --installed | grep -x wasm32-wasip2 >/dev/null || rustup target add wasm32-wasip2
 command -v componentize-py >/dev/null || python3 -m pip install --quiet componentize-py==0.25.1

@@ -4,7 +4,9 @@
 # runs every unit and integration test against it, and stops the cluster.
 # Then the release matrix: the Ceph-facing integration tests again against
 # each release in PIPELINE_CEPH_RELEASES (default "18.2 20.2"; empty skips
-# it), each in a Debian root of its own (scripts/test-ceph-release.sh).
+# it), each in a Debian root of its own (scripts/test-ceph-release.sh). Last,
+# the README's "Using it" block as it stands (tier readme,
+# scripts/readme-using-it.sh), over a release build made in the background.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,14 +23,13 @@ scripts/install-deps.sh
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 echo "disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free at the start"
 releases="${PIPELINE_CEPH_RELEASES-18.2 20.2}"
-# The release roots (about 3 minutes each on a fresh machine, mostly download
-# and unpacking) are built while the workspace compiles.
+# The Debian roots with Ceph 18.2 and 20.2 (about 3 minutes each on a fresh
+# machine, mostly download and unpacking) are built while the workspace
+# compiles: the release matrix runs in them, the client-roots test and the
+# README's "Using it" block (which runs offline) take them as client roots.
 roots_log="$(mktemp)"
-roots_pid=""
-if [ -n "$releases" ]; then
-  (for r in $releases; do scripts/ceph-root.sh "$r" >/dev/null || exit 1; done) >"$roots_log" 2>&1 &
-  roots_pid=$!
-fi
+(for r in 18.2 20.2; do scripts/ceph-root.sh "$r" >/dev/null || exit 1; done) >"$roots_log" 2>&1 &
+roots_pid=$!
 # The example WASM plugins, from source, into plugins/wasm/ (tests and full-baseline use them).
 plugins/guests/build.sh
 cargo fmt --manifest-path plugins/guests/Cargo.toml --all -- --check
@@ -37,11 +38,18 @@ cargo build --workspace --all-targets
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
-if [ -n "$roots_pid" ]; then
-  wait "$roots_pid" || { cat "$roots_log" >&2; echo "error: building the release roots failed (log above)" >&2; exit 1; }
-  # The client-roots test runs rados, rbd and fio from them against the host's 16.2 sandbox.
-  export PIPELINE_CLIENT_ROOTS="${PIPELINE_ROOTS:-/var/cache/pipeline/roots}"
-fi
+# The release build the README's block runs (`cargo build --release`, the
+# longest compile here: nothing else makes release artifacts), started now
+# and niced: it takes the CPU the live tests leave idle while they wait on
+# Ceph, and the block's own build is then a no-op. Waited for after the matrix.
+release_log="$(mktemp)"
+nice -n 19 cargo build --release >"$release_log" 2>&1 &
+release_pid=$!
+trap 'kill "$release_pid" 2>/dev/null || true' EXIT
+
+wait "$roots_pid" || { cat "$roots_log" >&2; echo "error: building the release roots failed (log above)" >&2; exit 1; }
+# The client-roots test runs rados, rbd and fio from them against the host's 16.2 sandbox.
+export PIPELINE_CLIENT_ROOTS="${PIPELINE_ROOTS:-/var/cache/pipeline/roots}"
 rm -f "$roots_log"
 
 # The sandbox's own lifecycle test needs the Ceph ports to itself: run it first.
@@ -51,13 +59,13 @@ cargo test -p pipeline-sandbox --test lifecycle -- --ignored
 export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-test-sandbox}"
 ./target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true
 ./target/debug/pipeline sandbox up --dir "$PIPELINE_SANDBOX_DIR"
-trap './target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"' EXIT
+trap './target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"; kill "$release_pid" 2>/dev/null || true' EXIT
 eval "$(./target/debug/pipeline sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
 
-# Every live tier on (pipeline-test-tiers; plain `cargo test` lists them as ignored):
-# the sandbox above, sshd hosts and registries the tests start, the release roots.
-export PIPELINE_TEST_TIERS=cluster,hosts,registry
-[ -z "${PIPELINE_CLIENT_ROOTS:-}" ] || PIPELINE_TEST_TIERS+=,roots
+# Every live tier but readme on (pipeline-test-tiers; plain `cargo test` lists
+# them as ignored): the sandbox above, sshd hosts and registries the tests
+# start, the release roots. The readme tier runs last, on its own (below).
+export PIPELINE_TEST_TIERS=cluster,hosts,registry,roots
 # Ceph tests share one cluster: they take a lock among themselves, the rest run in parallel.
 log="$(mktemp)"
 set +e
@@ -66,7 +74,7 @@ status=${PIPESTATUS[0]}
 set -e
 
 ./target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"
-trap - EXIT
+trap 'kill "$release_pid" 2>/dev/null || true' EXIT
 
 # The release matrix, after the host's sandbox is down (the CPU is the host's
 # to share, the ports are not: each release has a network namespace of its own).
@@ -80,9 +88,24 @@ for r in $releases; do
   matrix+=" $r $([ "$rc" -eq 0 ] && echo passed || echo FAILED);"
 done
 
+# The README's "Using it" block, verbatim, in namespaces of its own (tier
+# readme, scripts/readme-using-it.sh), once the release build above is done.
+# Should that build have failed, the block's `cargo build --release` fails
+# too, and the test shows its output.
+wait "$release_pid" || echo "warning: the background release build failed; the README block's build will say why" >&2
+trap - EXIT
+rm -f "$release_log"
+set +e
+PIPELINE_TEST_TIERS=readme cargo test -p pipeline --test readme_using_it 2>&1 | tee -a "$log"
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || status=1
+readme="README \"Using it\": $([ "$rc" -eq 0 ] && echo passed || echo FAILED)"
+
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
 [ -z "$matrix" ] || echo "Ceph releases:$matrix host $(ceph --version | awk '{print $3}')"
+echo "$readme"
 rm -f "$log"
 exit "$status"

@@ -40,10 +40,19 @@ pub enum Tier {
     Registry,
     /// Debian roots with other Ceph releases (PIPELINE_CLIENT_ROOTS).
     Roots,
+    /// The README's "Using it" block run as it stands (scripts/readme-using-it.sh):
+    /// root, its prerequisites in place (it runs offline), a release build.
+    Readme,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 4] = [Tier::Cluster, Tier::Hosts, Tier::Registry, Tier::Roots];
+    pub const ALL: [Tier; 5] = [
+        Tier::Cluster,
+        Tier::Hosts,
+        Tier::Registry,
+        Tier::Roots,
+        Tier::Readme,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -51,6 +60,7 @@ impl Tier {
             Tier::Hosts => "hosts",
             Tier::Registry => "registry",
             Tier::Roots => "roots",
+            Tier::Readme => "readme",
         }
     }
 
@@ -60,6 +70,9 @@ impl Tier {
             Tier::Hosts => "sshd hosts on loopback (root, openssh-server)",
             Tier::Registry => "a docker-registry on 127.0.0.1",
             Tier::Roots => "Debian roots with Ceph 18.2/20.2 (PIPELINE_CLIENT_ROOTS)",
+            Tier::Readme => {
+                "root and the README's prerequisites in place (the block runs offline: scripts/readme-using-it.sh)"
+            }
         }
     }
 
@@ -186,6 +199,7 @@ mod tests {
             tiers_on(Some("cluster, roots")),
             vec![Tier::Cluster, Tier::Roots]
         );
+        assert_eq!(tiers_on(Some("readme")), vec![Tier::Readme]);
         assert!(tiers_on(None).is_empty());
         assert!(tiers_on(Some("")).is_empty());
     }
