@@ -9,7 +9,7 @@ set -euo pipefail
 # procps (pgrep, pkill): the multi-client tests look for workers on the hosts.
 # debootstrap: the release matrix builds Debian roots carrying Ceph 18.2 and 20.2.
 packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 uuid-runtime curl git
-  openssh-server openssh-client docker-registry skopeo apache2-utils procps debootstrap)
+  openssh-server openssh-client iproute2 docker-registry skopeo apache2-utils procps debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -454,17 +454,68 @@ fn sandbox_dir(dir: Option<PathBuf>) -> PathBuf {
     dir.unwrap_or_else(pipeline_sandbox::default_dir)
 }
 
+/// `sandbox up`'s lab options: several hosts, each a network namespace (needs root).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LabArgs {
+    /// Build a lab of N cluster hosts (network namespaces on 198.18.0.0/24, each with its
+    /// own sshd and OSDs; bluestore unless --memstore is given). Needs root.
+    #[arg(long, value_name = "N")]
+    hosts: Option<u32>,
+    /// Client hosts of the lab (sshd only) [default: 2].
+    #[arg(long, value_name = "M", requires = "hosts")]
+    clients: Option<u32>,
+    /// OSDs on each cluster host of the lab [default: 2].
+    #[arg(long, value_name = "K", requires = "hosts")]
+    osds_per_host: Option<u32>,
+    /// Rate and delay of every lab link, as tc writes them [default: 10gbit,0.1ms].
+    #[arg(long, value_name = "RATE[,DELAY]", requires = "hosts")]
+    link: Option<String>,
+}
+
+impl LabArgs {
+    fn spec(&self) -> Result<Option<pipeline_sandbox::lab::LabSpec>, CliError> {
+        let Some(hosts) = self.hosts else {
+            return Ok(None);
+        };
+        let default = pipeline_sandbox::lab::LabSpec::default();
+        let link = match &self.link {
+            Some(text) => pipeline_sandbox::lab::LinkShape::parse(text)
+                .map_err(|e| CliError::invalid(e.to_string()))?,
+            None => default.link,
+        };
+        Ok(Some(pipeline_sandbox::lab::LabSpec {
+            cluster_hosts: hosts,
+            client_hosts: self.clients.unwrap_or(default.client_hosts),
+            osds_per_host: self.osds_per_host.unwrap_or(default.osds_per_host),
+            link,
+        }))
+    }
+}
+
+/// A lab starts 2-16 OSDs on bluestore with sshds: more than the single sandbox's 60 s.
+const LAB_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(240);
+
 pub fn sandbox_up(
     dir: Option<PathBuf>,
     memstore: Option<String>,
     bluestore: bool,
     no_pool_delete: bool,
+    lab: LabArgs,
 ) -> CliResult {
     let mut opts = pipeline_sandbox::SandboxOptions {
         dir: sandbox_dir(dir),
         allow_pool_delete: !no_pool_delete,
+        lab: lab.spec()?,
         ..Default::default()
     };
+    if opts.lab.is_some() {
+        opts.ready_timeout = LAB_READY_TIMEOUT;
+        if memstore.is_none() {
+            opts.objectstore = pipeline_sandbox::ObjectStore::Bluestore {
+                size: pipeline_sandbox::DEFAULT_BLUESTORE_BYTES,
+            };
+        }
+    }
     if let Some(size) = memstore {
         opts.memstore_bytes = pipeline_engine::params::parse_size(&size)
             .map_err(|e| CliError::invalid(format!("--memstore {size}: {e}")))?;

@@ -221,6 +221,8 @@ enum SandboxCommand {
         /// Start with pool deletion disallowed (mon_allow_pool_delete = false).
         #[arg(long)]
         no_pool_delete: bool,
+        #[command(flatten)]
+        lab: commands::LabArgs,
     },
     /// Stop the daemons this sandbox started.
     Down {
@@ -348,7 +350,8 @@ fn main() -> ExitCode {
                 memstore,
                 bluestore,
                 no_pool_delete,
-            } => commands::sandbox_up(dir, memstore, bluestore, no_pool_delete),
+                lab,
+            } => commands::sandbox_up(dir, memstore, bluestore, no_pool_delete, lab),
             SandboxCommand::Down { dir } => commands::sandbox_down(dir),
             SandboxCommand::Status { dir } => commands::sandbox_status(dir),
             SandboxCommand::Env { dir, json } => commands::sandbox_env(dir, json),

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use crate::conf::{self, ConfParams, MON_ADDRV};
-use crate::daemons::{Daemon, MON_ID, OSD_COUNT};
+use crate::conf::{self, ConfParams};
+use crate::daemons::{Daemon, MON_ID};
 use crate::error::SandboxError;
 use crate::keyring::{self, KeyEntry};
 use crate::keys;
@@ -15,6 +15,7 @@ use crate::options::SandboxOptions;
 use crate::pids::{PidFile, read_pid};
 use crate::process::{self, Deadline};
 use crate::release::KeyCipher;
+use crate::topology::Topology;
 use crate::wait::TAIL_LINES;
 use crate::{ceph_cli, logs};
 
@@ -70,9 +71,10 @@ fn mkdir(path: std::path::PathBuf) -> Result<(), SandboxError> {
     std::fs::create_dir_all(&path).map_err(SandboxError::io("create directory", path))
 }
 
-/// Writes `ceph.conf` and the keyrings, and creates the directory tree.
+/// Writes `ceph.conf`, `topology.json` and the keyrings, and creates the directory tree.
 pub(crate) fn write_files(
     layout: &Layout,
+    topology: &Topology,
     opts: &SandboxOptions,
     secrets: &Secrets,
     osd_class_dir: Option<&str>,
@@ -94,6 +96,7 @@ pub(crate) fn write_files(
         layout.conf(),
         &conf::render(&ConfParams {
             layout,
+            topology,
             fsid: &secrets.fsid,
             objectstore: opts.objectstore,
             memstore_bytes: opts.memstore_bytes,
@@ -102,6 +105,7 @@ pub(crate) fn write_files(
             osd_class_dir,
         }),
     )?;
+    topology.write(&layout.topology_json())?;
     let admin = KeyEntry::admin(secrets.admin_key.clone());
     let mgr = KeyEntry::mgr(secrets.mgr_key.clone());
     let rgw = KeyEntry::rgw(secrets.rgw_key.clone());
@@ -128,14 +132,19 @@ pub(crate) fn write_files(
     Ok(())
 }
 
-/// Starts `daemon` (which daemonizes) and waits for its pid file to name a live process.
+/// Starts `daemon` (which daemonizes) on its host, in the host's network namespace in a
+/// lab, and waits for its pid file to name a live process.
 pub(crate) fn start_daemon(
     layout: &Layout,
+    topology: &Topology,
     daemon: &Daemon,
     deadline: &Deadline,
 ) -> Result<u32, SandboxError> {
     let name = daemon.name();
-    let mut cmd = process::command(daemon.kind.binary());
+    let mut cmd = match topology.place(daemon).netns {
+        Some(netns) => crate::lab::in_netns(&netns, daemon.kind.binary()),
+        None => process::command(daemon.kind.binary()),
+    };
     cmd.arg("-c")
         .arg(layout.conf())
         .args(daemon.identity_args());
@@ -175,6 +184,7 @@ pub(crate) fn start_daemon(
 /// `monmaptool --create`, `ceph-mon --mkfs`, then starts `mon.a`.
 pub(crate) fn create_mon(
     layout: &Layout,
+    topology: &Topology,
     secrets: &Secrets,
     deadline: &Deadline,
 ) -> Result<u32, SandboxError> {
@@ -185,7 +195,7 @@ pub(crate) fn create_mon(
             "--clobber",
             "--addv",
             MON_ID,
-            MON_ADDRV,
+            &topology.mon_addrv(),
             "--fsid",
         ])
         .arg(&secrets.fsid)
@@ -202,12 +212,13 @@ pub(crate) fn create_mon(
         .arg(layout.keyring(&mon.name()));
     process::run_ok(mkfs, deadline.limit(STEP_TIMEOUT))
         .map_err(|e| e.in_step("ceph-mon --mkfs", layout.log_file(&mon.name())))?;
-    start_daemon(layout, &mon, deadline)
+    start_daemon(layout, topology, &mon, deadline)
 }
 
 /// Registers OSD `id` with the monitor, formats its store and starts it.
 pub(crate) fn create_osd(
     layout: &Layout,
+    topology: &Topology,
     id: u32,
     cipher: KeyCipher,
     deadline: &Deadline,
@@ -246,19 +257,20 @@ pub(crate) fn create_osd(
         .args(["-i", &id_text, "--mkfs", "--osd-uuid", &uuid]);
     process::run_ok(mkfs, deadline.limit(STEP_TIMEOUT * 2))
         .map_err(|e| e.in_step(format!("ceph-osd -i {id} --mkfs"), log))?;
-    start_daemon(layout, &daemon, deadline)
+    start_daemon(layout, topology, &daemon, deadline)
 }
 
 /// Creates the OSDs concurrently (each step waits on the monitor or the disk, not the CPU).
 pub(crate) fn create_osds(
     layout: &Layout,
+    topology: &Topology,
     cipher: KeyCipher,
     deadline: &Deadline,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), SandboxError> {
     let results: Vec<Result<u32, SandboxError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..OSD_COUNT)
-            .map(|id| scope.spawn(move || create_osd(layout, id, cipher, deadline)))
+        let handles: Vec<_> = (0..topology.osd_count)
+            .map(|id| scope.spawn(move || create_osd(layout, topology, id, cipher, deadline)))
             .collect();
         handles
             .into_iter()
@@ -274,7 +286,8 @@ pub(crate) fn create_osds(
     });
     for (id, result) in results.into_iter().enumerate() {
         let pid = result?;
-        progress(&format!("osd.{id} started (pid {pid})"));
+        let host = topology.place(&Daemon::osd(id as u32)).host;
+        progress(&format!("osd.{id} started on {host} (pid {pid})"));
     }
     Ok(())
 }

@@ -11,7 +11,8 @@ pub const MON_ID: &str = "a";
 pub const MGR_ID: &str = "x";
 /// Ceph entity of the gateway (`radosgw -n client.rgw.sandbox`).
 pub const RGW_NAME: &str = "client.rgw.sandbox";
-/// Number of OSDs: three, so pools of the default size 3 become active+clean.
+/// Number of OSDs of the single-node sandbox: three, so pools of the default size 3
+/// become active+clean (a lab has its own count, `Topology::osd_count`).
 pub const OSD_COUNT: u32 = 3;
 
 /// Kind of a Ceph daemon, with the binary that runs it.
@@ -80,14 +81,6 @@ impl Daemon {
         }
     }
 
-    /// Every Ceph daemon a complete sandbox runs, in start order.
-    pub fn all() -> Vec<Daemon> {
-        let mut all = vec![Daemon::mon(), Daemon::mgr()];
-        all.extend((0..OSD_COUNT).map(Daemon::osd));
-        all.push(Daemon::rgw());
-        all
-    }
-
     /// Ceph's `$name`: `mon.a`, `osd.0`, `client.rgw.sandbox`.
     pub fn name(&self) -> String {
         match self.kind {
@@ -146,7 +139,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for daemon in Daemon::all() {
+        for daemon in crate::topology::Topology::single().daemons() {
             assert_eq!(Daemon::from_name(&daemon.name()), Some(daemon));
         }
         assert_eq!(Daemon::rgw().name(), RGW_NAME);

@@ -30,6 +30,9 @@ pub struct DownReport {
     pub stopped: Vec<StoppedDaemon>,
     /// Pid files whose process was already gone (or was not ours): removed, nothing signalled.
     pub stale: Vec<String>,
+    /// The lab's hosts (namespaces, veths, sshd) and bridge that were removed.
+    #[serde(default)]
+    pub lab: Vec<String>,
     /// The sandbox directory was deleted.
     pub removed_dir: bool,
     pub elapsed: Duration,
@@ -55,6 +58,9 @@ impl fmt::Display for DownReport {
                 self.elapsed.as_secs_f64()
             )?;
         }
+        if !self.lab.is_empty() {
+            write!(f, "; removed lab {}", self.lab.join(", "))?;
+        }
         if !self.stale.is_empty() {
             write!(f, "; stale pid files: {}", self.stale.join(", "))?;
         }
@@ -73,6 +79,7 @@ pub(crate) fn down(dir: &Path, keep_data: bool) -> Result<DownReport, SandboxErr
         dir: layout.dir().to_path_buf(),
         stopped: Vec::new(),
         stale: Vec::new(),
+        lab: Vec::new(),
         removed_dir: false,
         elapsed: Duration::ZERO,
     };
@@ -88,6 +95,8 @@ pub(crate) fn down(dir: &Path, keep_data: bool) -> Result<DownReport, SandboxErr
     let (stopped, stale) = stop_daemons(&layout);
     report.stopped = stopped;
     report.stale = stale;
+    // After the daemons: a host's namespace goes with whatever still runs in it.
+    report.lab = crate::lab::teardown(&layout)?;
     if !keep_data {
         std::fs::remove_dir_all(layout.dir()).map_err(SandboxError::io("remove", layout.dir()))?;
         report.removed_dir = true;

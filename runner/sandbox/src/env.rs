@@ -33,6 +33,19 @@ pub struct SandboxEnv {
     /// The plugin registry, `127.0.0.1:5055`, when docker-registry is installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
+    /// The lab's hosts, when the sandbox is a lab (`up --hosts N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabEnv>,
+}
+
+/// How a suite reaches a lab's hosts: exported as `PIPELINE_LAB_INVENTORY`,
+/// `PIPELINE_LAB_SSH_KEY` and `PIPELINE_LAB_KNOWN_HOSTS`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabEnv {
+    /// Ansible INI inventory (groups mons, mgrs, osds, rgws, clients).
+    pub inventory: PathBuf,
+    pub ssh_key: PathBuf,
+    pub known_hosts: PathBuf,
 }
 
 impl SandboxEnv {
@@ -65,6 +78,13 @@ impl SandboxEnv {
                 .clone()
                 .map(|r| ("PIPELINE_SANDBOX_REGISTRY", r)),
         )
+        .chain(self.lab.iter().flat_map(|lab| {
+            [
+                ("PIPELINE_LAB_INVENTORY", path(&lab.inventory)),
+                ("PIPELINE_LAB_SSH_KEY", path(&lab.ssh_key)),
+                ("PIPELINE_LAB_KNOWN_HOSTS", path(&lab.known_hosts)),
+            ]
+        }))
         .collect()
     }
 
@@ -114,6 +134,11 @@ mod tests {
             swift_user: "sandbox:swift".into(),
             swift_key: "k$y".into(),
             registry: Some("127.0.0.1:5055".into()),
+            lab: Some(LabEnv {
+                inventory: "/tmp/pipeline-sandbox/lab/inventory.ini".into(),
+                ssh_key: "/tmp/pipeline-sandbox/lab/ssh/id_ed25519".into(),
+                known_hosts: "/tmp/pipeline-sandbox/lab/ssh/known_hosts".into(),
+            }),
         }
     }
 
@@ -140,6 +165,9 @@ mod tests {
             "export ST_KEY='k$y'",
             "export PIPELINE_SANDBOX_DIR=/tmp/pipeline-sandbox",
             "export PIPELINE_SANDBOX_REGISTRY=127.0.0.1:5055",
+            "export PIPELINE_LAB_INVENTORY=/tmp/pipeline-sandbox/lab/inventory.ini",
+            "export PIPELINE_LAB_SSH_KEY=/tmp/pipeline-sandbox/lab/ssh/id_ed25519",
+            "export PIPELINE_LAB_KNOWN_HOSTS=/tmp/pipeline-sandbox/lab/ssh/known_hosts",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -95,6 +95,16 @@ pub enum SandboxError {
         tail: String,
     },
 
+    /// A lab needs root (network namespaces, a bridge, tc, sshd).
+    #[error("{what} needs root; run it as root (e.g. `sudo pipeline sandbox up --hosts 3`)")]
+    NeedsRoot { what: String },
+
+    /// Namespaces or interfaces of another lab are on the machine.
+    #[error(
+        "another lab's network is still on this machine ({found}); run `pipeline sandbox down --dir DIR` with that lab's folder, or remove them with `ip netns del` / `ip link del`"
+    )]
+    LabExists { found: String },
+
     /// Nothing to read back: the directory holds no (ready) sandbox.
     #[error("no sandbox in {dir:?}: {file:?} is missing (run `pipeline sandbox up`)")]
     NoSandbox { dir: PathBuf, file: PathBuf },

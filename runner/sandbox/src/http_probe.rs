@@ -4,7 +4,7 @@
 //! that. Requests use `Connection: close`, so a response ends at EOF.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 /// Responses larger than this are cut (a probe only needs the first bytes).
@@ -42,20 +42,18 @@ impl Response {
     }
 }
 
-/// GET `path` from 127.0.0.1:`port`; every step bounded by `timeout`.
+/// GET `path` from `addr`; every step bounded by `timeout`.
 pub(crate) fn get(
-    port: u16,
+    addr: SocketAddr,
     path: &str,
     headers: &[(&str, &str)],
     timeout: Duration,
 ) -> Result<Response, ProbeError> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))?;
-    let mut request =
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -126,8 +124,8 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
 }
 
 /// Anonymous `GET /`: the gateway answers S3 when it returns a ListAllMyBuckets document.
-pub(crate) fn probe_s3(port: u16, timeout: Duration) -> Result<(), ProbeError> {
-    let response = get(port, "/", &[], timeout)?;
+pub(crate) fn probe_s3(addr: SocketAddr, timeout: Duration) -> Result<(), ProbeError> {
+    let response = get(addr, "/", &[], timeout)?;
     if response.status == 200 && response.body.contains("ListAllMyBucketsResult") {
         Ok(())
     } else {
@@ -141,13 +139,13 @@ pub(crate) fn probe_s3(port: u16, timeout: Duration) -> Result<(), ProbeError> {
 
 /// Swift v1 auth: returns the `X-Storage-Url` when `user`/`key` are accepted.
 pub(crate) fn probe_swift(
-    port: u16,
+    addr: SocketAddr,
     user: &str,
     key: &str,
     timeout: Duration,
 ) -> Result<String, ProbeError> {
     let response = get(
-        port,
+        addr,
         "/auth/1.0",
         &[("X-Auth-User", user), ("X-Auth-Key", key)],
         timeout,
@@ -163,7 +161,7 @@ pub(crate) fn probe_swift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
+    use std::net::{Ipv4Addr, TcpListener};
 
     /// Captured from radosgw 16.2.15 (`curl -si -H 'X-Auth-User: …' …/auth/1.0`).
     const SWIFT_AUTH: &str = "HTTP/1.1 204 No Content\r\n\
@@ -214,9 +212,9 @@ mod tests {
     }
 
     /// Serves one canned response on an ephemeral port.
-    fn serve_once(response: String) -> u16 {
+    fn serve_once(response: String) -> SocketAddr {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {
             if let Ok((mut conn, _)) = listener.accept() {
                 let mut buf = [0u8; 4096];
@@ -224,7 +222,7 @@ mod tests {
                 let _ = conn.write_all(response.as_bytes());
             }
         });
-        port
+        addr
     }
 
     #[test]

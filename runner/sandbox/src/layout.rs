@@ -70,6 +70,9 @@ impl Layout {
     pub fn registry_config(&self) -> PathBuf {
         self.dir.join(REGISTRY_CONFIG)
     }
+    pub fn topology_json(&self) -> PathBuf {
+        self.dir.join("topology.json")
+    }
     pub fn env_json(&self) -> PathBuf {
         self.dir.join("env.json")
     }

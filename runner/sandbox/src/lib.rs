@@ -26,6 +26,7 @@ mod http_probe;
 mod keyring;
 mod keys;
 mod known_warnings;
+pub mod lab;
 mod layout;
 mod logs;
 mod options;
@@ -36,6 +37,7 @@ mod readiness;
 pub mod registry;
 mod release;
 mod status;
+mod topology;
 mod up;
 mod wait;
 
@@ -43,7 +45,7 @@ use std::path::Path;
 
 pub use daemons::DaemonKind;
 pub use down::{DownReport, GRACE as DOWN_GRACE, StoppedDaemon};
-pub use env::{SandboxEnv, shell_quote};
+pub use env::{LabEnv, SandboxEnv, shell_quote};
 pub use error::SandboxError;
 pub use options::{
     DEFAULT_BLUESTORE_BYTES, DEFAULT_DIR, DEFAULT_MEMSTORE_BYTES, DEFAULT_RGW_PORT, DIR_ENV,

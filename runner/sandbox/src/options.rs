@@ -51,8 +51,10 @@ pub struct SandboxOptions {
     pub allow_pool_delete: bool,
     /// Upper bound for the whole `up`, from first command to "gateway answering".
     pub ready_timeout: Duration,
-    /// Port of the radosgw beast frontend on 127.0.0.1.
+    /// Port of the radosgw beast frontend (on 127.0.0.1, or on its lab host).
     pub rgw_port: u16,
+    /// A lab of several hosts instead of the single-node sandbox (needs root).
+    pub lab: Option<crate::lab::LabSpec>,
 }
 
 impl Default for SandboxOptions {
@@ -64,6 +66,7 @@ impl Default for SandboxOptions {
             allow_pool_delete: true,
             ready_timeout: Duration::from_secs(60),
             rgw_port: DEFAULT_RGW_PORT,
+            lab: None,
         }
     }
 }
@@ -86,6 +89,9 @@ impl SandboxOptions {
                 "gateway port {} is 0 or a monitor port ({MON_PORTS:?})",
                 self.rgw_port
             ));
+        }
+        if let Some(spec) = &self.lab {
+            crate::lab::LabPlan::new(spec.clone())?;
         }
         Ok(())
     }

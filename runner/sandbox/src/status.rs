@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::ceph_cli::ceph_json;
-use crate::daemons::{Daemon, DaemonKind};
+use crate::daemons::DaemonKind;
 use crate::error::SandboxError;
 use crate::layout::Layout;
 use crate::pids::{self, PidFile};
@@ -71,7 +71,7 @@ impl fmt::Display for Status {
 pub(crate) fn status(dir: &Path) -> Result<Status, SandboxError> {
     let layout = Layout::new(dir)?;
     let files = pids::pid_files(&layout);
-    let mut daemons = Daemon::all();
+    let mut daemons = crate::topology::Topology::read(&layout.topology_json())?.daemons();
     for extra in files.iter().map(|f| &f.daemon) {
         if !daemons.contains(extra) {
             daemons.push(extra.clone());
@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn status_of_absent_sandbox_lists_all_daemons_stopped() {
         let status = status(Path::new("/nonexistent/pipeline-sandbox-status")).unwrap();
-        assert_eq!(status.daemons.len(), Daemon::all().len());
+        assert_eq!(status.daemons.len(), 6);
         assert!(!status.any_running());
         assert_eq!(status.health, None);
         assert!(status.to_string().contains("osd.2"));

@@ -5,11 +5,12 @@ use std::time::Duration;
 use crate::bootstrap::{self, SWIFT_SUBUSER, Secrets};
 use crate::ceph_cli::ceph_json;
 use crate::conf::MON_PORTS;
-use crate::daemons::{Daemon, MON_ID, OSD_COUNT};
+use crate::daemons::{Daemon, MON_ID};
 use crate::env::SandboxEnv;
 use crate::error::SandboxError;
 use crate::http_probe;
 use crate::known_warnings;
+use crate::lab::{self, Lab, LabPlan};
 use crate::layout::{Layout, MARKER};
 use crate::options::SandboxOptions;
 use crate::pids;
@@ -17,6 +18,7 @@ use crate::ports;
 use crate::process::{Deadline, find_program};
 use crate::readiness::{OsdDump, PgReadiness, PgStat, mgr_available, quorum_names};
 use crate::release;
+use crate::topology::Topology;
 use crate::wait::{Poll, wait_until};
 
 /// Programs `up` runs.
@@ -35,11 +37,27 @@ pub const REQUIRED_PROGRAMS: [&str; 8] = [
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
+/// What a lab needs besides [`REQUIRED_PROGRAMS`]: iproute2 and OpenSSH.
+pub const LAB_PROGRAMS: [&str; 4] = ["ip", "tc", "ssh-keygen", lab::SSHD];
+
 /// Required programs that are not on `PATH`.
 pub fn missing_programs() -> Vec<&'static str> {
     REQUIRED_PROGRAMS
         .into_iter()
         .filter(|p| find_program(p).is_none())
+        .collect()
+}
+
+fn missing_lab_programs() -> Vec<&'static str> {
+    LAB_PROGRAMS
+        .into_iter()
+        .filter(|p| {
+            if p.starts_with('/') {
+                !std::path::Path::new(p).exists()
+            } else {
+                find_program(p).is_none()
+            }
+        })
         .collect()
 }
 
@@ -49,12 +67,22 @@ pub(crate) fn up(
     progress: &mut dyn FnMut(&str),
 ) -> Result<SandboxEnv, SandboxError> {
     opts.validate()?;
+    // A lab needs root before anything else: no other answer helps a non-root user.
+    if opts.lab.is_some() {
+        lab::require_root()?;
+    }
     let layout = Layout::new(&opts.dir)?;
-    if let Some(program) = missing_programs().first() {
+    let mut missing = missing_programs();
+    if opts.lab.is_some() {
+        missing.extend(missing_lab_programs());
+    }
+    if let Some(program) = missing.first() {
         return Err(SandboxError::MissingProgram {
             program: program.to_string(),
         });
     }
+    let plan = opts.lab.clone().map(LabPlan::new).transpose()?;
+    let topology = plan.as_ref().map_or_else(Topology::single, Topology::lab);
     let deadline = Deadline::after(opts.ready_timeout);
     let mut say = |msg: &str| {
         progress(&format!(
@@ -65,18 +93,42 @@ pub(crate) fn up(
 
     ensure_not_running(&layout)?;
     ensure_wipeable(&layout)?;
+    // A stale lab of this folder goes before the folder is wiped (its record is in it);
+    // another folder's lab is refused: two labs would share the bridge and addresses.
+    if layout.marker().exists() {
+        lab::teardown(&layout)?;
+    }
+    if plan.is_some() {
+        let found = lab::leftovers();
+        if !found.is_empty() {
+            return Err(SandboxError::LabExists {
+                found: found.join(", "),
+            });
+        }
+    }
     // The release first: an unsupported install is the answer whatever holds the ports.
     let release = release::detect()?;
     release.check_supported()?;
-    ports::ensure_free(&[
-        (MON_PORTS[0], "monitor msgr2"),
-        (MON_PORTS[1], "monitor msgr1"),
-        (opts.rgw_port, "radosgw S3/Swift"),
-    ])?;
-    let with_registry = crate::registry::available();
-    if with_registry {
-        ports::ensure_free(&[(crate::registry::REGISTRY_PORT, "plugin registry")])?;
+    // A lab's daemons listen in namespaces of their own, not on this machine's ports.
+    if plan.is_none() {
+        ports::ensure_free(&[
+            (MON_PORTS[0], "monitor msgr2"),
+            (MON_PORTS[1], "monitor msgr1"),
+            (opts.rgw_port, "radosgw S3/Swift"),
+        ])?;
     }
+    let registry_port_free =
+        ports::ensure_free(&[(crate::registry::REGISTRY_PORT, "plugin registry")]);
+    let with_registry = crate::registry::available()
+        && match registry_port_free {
+            Ok(()) => true,
+            // The lab is the second sandbox on a machine whose first holds the registry.
+            Err(e) if plan.is_some() => {
+                say(&format!("no plugin registry for the lab: {e}"));
+                false
+            }
+            Err(e) => return Err(e),
+        };
     if release.is_tested() {
         say(&format!("Ceph {}", release.describe()));
     } else {
@@ -90,12 +142,27 @@ pub(crate) fn up(
     recreate(&layout)?;
 
     let secrets = Secrets::generate(release.key_cipher())?;
-    bootstrap::write_files(&layout, opts, &secrets, osd_class_dir.as_deref())?;
+    bootstrap::write_files(&layout, &topology, opts, &secrets, osd_class_dir.as_deref())?;
 
     // From here on daemons may run: stop them again if `up` fails, so a failed `up` does
-    // not leave half a cluster holding the ports. The directory stays for its logs.
-    let result =
-        start_and_wait(&layout, opts, &secrets, &deadline, &mut say).and_then(|mut env| {
+    // not leave half a cluster holding the ports, nor a lab's network. The directory
+    // stays for its logs.
+    let result = plan
+        .as_ref()
+        .map(|plan| lab::create(&layout, plan, &topology, &mut say))
+        .transpose()
+        .and_then(|lab| {
+            start_and_wait(
+                &layout,
+                &topology,
+                lab.as_ref(),
+                opts,
+                &secrets,
+                &deadline,
+                &mut say,
+            )
+        })
+        .and_then(|mut env| {
             if with_registry {
                 let pid = crate::registry::start(&layout, &deadline)?;
                 env.registry = Some(crate::registry::address());
@@ -110,6 +177,7 @@ pub(crate) fn up(
         });
     if result.is_err() {
         crate::down::stop_daemons(&layout);
+        let _ = lab::teardown(&layout);
     }
     let env = result?;
     env.write(&layout.env_json())?;
@@ -123,14 +191,19 @@ pub(crate) fn up(
 
 fn start_and_wait(
     layout: &Layout,
+    topology: &Topology,
+    lab: Option<&Lab>,
     opts: &SandboxOptions,
     secrets: &Secrets,
     deadline: &Deadline,
     say: &mut dyn FnMut(&str),
 ) -> Result<SandboxEnv, SandboxError> {
     let mon = Daemon::mon();
-    let pid = bootstrap::create_mon(layout, secrets, deadline)?;
-    say(&format!("mon {MON_ID} started (pid {pid})"));
+    let pid = bootstrap::create_mon(layout, topology, secrets, deadline)?;
+    say(&format!(
+        "mon {MON_ID} started on {} (pid {pid})",
+        topology.place(&mon).host
+    ));
     wait_until(
         layout,
         "monitor quorum",
@@ -148,16 +221,24 @@ fn start_and_wait(
     say(&format!("mon {MON_ID} in quorum"));
 
     let mgr = Daemon::mgr();
-    let pid = bootstrap::start_daemon(layout, &mgr, deadline)?;
-    say(&format!("mgr {} started (pid {pid})", mgr.id));
+    let pid = bootstrap::start_daemon(layout, topology, &mgr, deadline)?;
+    say(&format!(
+        "mgr {} started on {} (pid {pid})",
+        mgr.id,
+        topology.place(&mgr).host
+    ));
 
-    bootstrap::create_osds(layout, secrets.cipher, deadline, say)?;
+    bootstrap::create_osds(layout, topology, secrets.cipher, deadline, say)?;
 
     let rgw = Daemon::rgw();
-    let pid = bootstrap::start_daemon(layout, &rgw, deadline)?;
-    say(&format!("rgw started (pid {pid})"));
+    let pid = bootstrap::start_daemon(layout, topology, &rgw, deadline)?;
+    say(&format!(
+        "rgw started on {} (pid {pid})",
+        topology.place(&rgw).host
+    ));
 
-    let all = Daemon::all();
+    let all = topology.daemons();
+    let osd_count = topology.osd_count;
     wait_until(
         layout,
         "OSDs up and in",
@@ -167,13 +248,13 @@ fn start_and_wait(
         || match ceph_json(layout, &["osd", "dump"], deadline.limit(QUERY_TIMEOUT))
             .and_then(|j| OsdDump::parse(&j))
         {
-            Ok(dump) if dump.up_and_in() == OSD_COUNT as usize => Poll::Ready(()),
+            Ok(dump) if dump.up_and_in() == osd_count as usize => Poll::Ready(()),
             Ok(dump) => {
                 let missing = dump.not_up_and_in();
                 let log_of = missing.first().map_or(0, |&id| id.max(0) as u32);
                 not_yet(
                     format!(
-                        "{}/{OSD_COUNT} osds up and in; waiting for {missing:?}",
+                        "{}/{osd_count} osds up and in; waiting for {missing:?}",
                         dump.up_and_in()
                     ),
                     layout,
@@ -183,7 +264,7 @@ fn start_and_wait(
             Err(e) => not_yet(e.to_string(), layout, &Daemon::osd(0)),
         },
     )?;
-    say(&format!("{OSD_COUNT}/{OSD_COUNT} osds up and in"));
+    say(&format!("{osd_count}/{osd_count} osds up and in"));
 
     bootstrap::create_rgw_users(layout, secrets, deadline)?;
     say(&format!(
@@ -196,17 +277,13 @@ fn start_and_wait(
         bootstrap::BUCKET_POOLS.join(", ")
     ));
 
-    let env = sandbox_env(layout, opts, secrets);
+    let gateway_addr = std::net::SocketAddr::from((topology.place(&rgw).address, opts.rgw_port));
+    let env = sandbox_env(layout, gateway_addr, lab, secrets);
     let mut last_pgs = String::new();
     wait_until(layout, "cluster", deadline, &all, POLL_INTERVAL, || {
         let probe_timeout = Duration::from_secs(5);
-        let gateway = http_probe::probe_s3(opts.rgw_port, probe_timeout).and_then(|()| {
-            http_probe::probe_swift(
-                opts.rgw_port,
-                &env.swift_user,
-                &env.swift_key,
-                probe_timeout,
-            )
+        let gateway = http_probe::probe_s3(gateway_addr, probe_timeout).and_then(|()| {
+            http_probe::probe_swift(gateway_addr, &env.swift_user, &env.swift_key, probe_timeout)
         });
         if let Err(e) = gateway {
             return not_yet(format!("gateway: {e}"), layout, &rgw);
@@ -283,8 +360,13 @@ fn not_yet<T>(detail: String, layout: &Layout, daemon: &Daemon) -> Poll<T> {
     }
 }
 
-fn sandbox_env(layout: &Layout, opts: &SandboxOptions, secrets: &Secrets) -> SandboxEnv {
-    let endpoint = format!("http://127.0.0.1:{}", opts.rgw_port);
+fn sandbox_env(
+    layout: &Layout,
+    gateway: std::net::SocketAddr,
+    lab: Option<&Lab>,
+    secrets: &Secrets,
+) -> SandboxEnv {
+    let endpoint = format!("http://{gateway}");
     SandboxEnv {
         dir: layout.dir().to_path_buf(),
         ceph_conf: layout.conf(),
@@ -298,6 +380,7 @@ fn sandbox_env(layout: &Layout, opts: &SandboxOptions, secrets: &Secrets) -> San
         swift_user: SWIFT_SUBUSER.into(),
         swift_key: secrets.swift_key.clone(),
         registry: None,
+        lab: lab.map(lab::env_of),
     }
 }
 

@@ -57,7 +57,10 @@ pub(crate) fn plain_http(
 }
 
 /// A bucket name that carries the run id: lower case, `[a-z0-9-]`, at most
-/// 63 characters, the index kept at the end when it must be shortened.
+/// 63 characters, the index kept at the end. A name that must be shortened
+/// ends in a hash of the whole name before the index: the instance's tail
+/// (`s3[workload=put]@client1` vs `@client2`) is what tells two hosts'
+/// buckets apart, so cutting it off would give them one bucket.
 pub fn bucket_name(run_id: &str, instance: &str, index: u32) -> String {
     let suffix = format!("-{index}");
     let mut stem = String::from("pl-");
@@ -68,8 +71,17 @@ pub fn bucket_name(run_id: &str, instance: &str, index: u32) -> String {
             stem.push(c);
         }
     }
-    stem.truncate(63 - suffix.len());
-    let stem = stem.trim_end_matches('-');
+    if stem.len() + suffix.len() > 63 {
+        // FNV-1a: stable across builds and hosts (a worker and the runner must agree).
+        let hash = stem.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        let tag = format!("-{:08x}", (hash >> 32) as u32 ^ hash as u32);
+        stem.truncate(63 - suffix.len() - tag.len());
+        let kept = stem.trim_end_matches('-').len();
+        stem.truncate(kept);
+        stem.push_str(&tag);
+    }
     format!("{stem}{suffix}")
 }
 
@@ -89,5 +101,24 @@ mod tests {
         let long = bucket_name(&"x".repeat(80), "stage", 12);
         assert_eq!(long.len(), 63);
         assert!(long.ends_with("-12"));
+        // Seen in a lab run: two client hosts' buckets, alike up to the cut.
+        let run = "20261203T090900Z-51a019-lab-baseline";
+        let one = bucket_name(run, "swift[workload=put]@client1", 0);
+        let two = bucket_name(run, "swift[workload=put]@client2", 0);
+        assert_ne!(one, two);
+        for name in [&one, &two] {
+            assert!(
+                name.len() <= 63
+                    && name.starts_with("pl-20261203t090900z-51a019-lab-baseline-swift"),
+                "{name}"
+            );
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{name}"
+            );
+            assert!(!name.contains("--"), "{name}");
+        }
+        assert_eq!(one, bucket_name(run, "swift[workload=put]@client1", 0));
     }
 }
