@@ -40,17 +40,21 @@ pub enum Tier {
     Registry,
     /// Debian roots with other Ceph releases (PIPELINE_CLIENT_ROOTS).
     Roots,
+    /// A lab of network namespaces the test builds (`pipeline sandbox up --hosts`):
+    /// root, iproute2, openssh-server, the Ceph packages.
+    Lab,
     /// The README's "Using it" block run as it stands (scripts/readme-using-it.sh):
     /// root, its prerequisites in place (it runs offline), a release build.
     Readme,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 5] = [
+    pub const ALL: [Tier; 6] = [
         Tier::Cluster,
         Tier::Hosts,
         Tier::Registry,
         Tier::Roots,
+        Tier::Lab,
         Tier::Readme,
     ];
 
@@ -60,6 +64,7 @@ impl Tier {
             Tier::Hosts => "hosts",
             Tier::Registry => "registry",
             Tier::Roots => "roots",
+            Tier::Lab => "lab",
             Tier::Readme => "readme",
         }
     }
@@ -70,6 +75,9 @@ impl Tier {
             Tier::Hosts => "sshd hosts on loopback (root, openssh-server)",
             Tier::Registry => "a docker-registry on 127.0.0.1",
             Tier::Roots => "Debian roots with Ceph 18.2/20.2 (PIPELINE_CLIENT_ROOTS)",
+            Tier::Lab => {
+                "root, iproute2 and openssh-server: a lab of network namespaces the test builds"
+            }
             Tier::Readme => {
                 "root and the README's prerequisites in place (the block runs offline: scripts/readme-using-it.sh)"
             }

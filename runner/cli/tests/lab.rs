@@ -1,0 +1,317 @@
+//! The lab (issue #22), as a user builds and uses it: `pipeline sandbox up
+//! --hosts 3 --clients 2 --link 200mbit` in a folder of the test's own, the
+//! hosts reached over SSH with the lab's key and known_hosts, nothing able
+//! to leave the lab's network, CRUSH with one bucket per host, the iperf3
+//! figure the link's and not loopback's, `pipelines/lab-baseline.yaml` run
+//! over the lab's inventory, and `pipeline sandbox down` leaving nothing.
+//!
+//! Tier `lab` (root): `PIPELINE_TEST_TIERS=lab cargo test -p pipeline --test lab`.
+//! `scripts/test.sh` runs it on its own, after the host sandbox is down: the
+//! lab takes both cores while it starts.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pipeline_test_tiers::{Tier, live};
+use serde_json::Value;
+
+/// The shaped rate of every lab link in this test: low enough that the
+/// figure cannot be loopback's (12-17 Gbit/s here), high enough for the suite.
+const LINK_BITS: f64 = 200e6;
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The lab's environment, as `pipeline sandbox env` prints it.
+fn lab_env(dir: &Path) -> Vec<(String, String)> {
+    let out = common::pipeline(&["sandbox", "env", "--dir", dir.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let env: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lab = &env["lab"];
+    let s = |v: &Value| v.as_str().unwrap().to_string();
+    vec![
+        ("CEPH_CONF".into(), s(&env["ceph_conf"])),
+        ("AWS_ACCESS_KEY_ID".into(), s(&env["aws_access_key_id"])),
+        (
+            "AWS_SECRET_ACCESS_KEY".into(),
+            s(&env["aws_secret_access_key"]),
+        ),
+        ("AWS_ENDPOINT_URL".into(), s(&env["s3_endpoint"])),
+        ("AWS_DEFAULT_REGION".into(), s(&env["s3_region"])),
+        ("ST_AUTH".into(), s(&env["swift_auth_url"])),
+        ("ST_USER".into(), s(&env["swift_user"])),
+        ("ST_KEY".into(), s(&env["swift_key"])),
+        ("PIPELINE_SANDBOX_DIR".into(), s(&env["dir"])),
+        ("PIPELINE_LAB_INVENTORY".into(), s(&lab["inventory"])),
+        ("PIPELINE_LAB_SSH_KEY".into(), s(&lab["ssh_key"])),
+        ("PIPELINE_LAB_KNOWN_HOSTS".into(), s(&lab["known_hosts"])),
+    ]
+}
+
+fn var<'a>(env: &'a [(String, String)], name: &str) -> &'a str {
+    &env.iter().find(|(k, _)| k == name).unwrap().1
+}
+
+/// `ssh root@ADDRESS script` with the lab's key, strict host key checking.
+fn ssh(env: &[(String, String)], address: &str, script: &str) -> Output {
+    Command::new("ssh")
+        .args(["-i", var(env, "PIPELINE_LAB_SSH_KEY")])
+        .arg(format!(
+            "-oUserKnownHostsFile={}",
+            var(env, "PIPELINE_LAB_KNOWN_HOSTS")
+        ))
+        .args([
+            "-oStrictHostKeyChecking=yes",
+            "-oBatchMode=yes",
+            "-oConnectTimeout=10",
+        ])
+        .arg(format!("root@{address}"))
+        .arg(script)
+        .output()
+        .expect("ssh")
+}
+
+fn ceph_json(env: &[(String, String)], args: &[&str]) -> Value {
+    let out = Command::new("ceph")
+        .args(["--conf", var(env, "CEPH_CONF")])
+        .args(args)
+        .args(["-f", "json"])
+        .output()
+        .expect("ceph");
+    assert!(out.status.success(), "ceph {args:?}: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every process whose command line names `dir` (the daemons read its ceph.conf, the
+/// sshds their configs under it).
+fn processes_of(dir: &Path) -> Vec<String> {
+    let needle = dir.to_str().unwrap();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains(needle) && pid != std::process::id() {
+            found.push(format!("{pid} {cmdline}"));
+        }
+    }
+    found
+}
+
+/// Takes the lab down however the test ends.
+struct LabGuard(PathBuf);
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        let _ = common::pipeline(&["sandbox", "down", "--dir", self.0.to_str().unwrap()]);
+    }
+}
+
+fn a_non_root_user_is_told_the_lab_needs_root() {
+    let dir = common::temp_dir("lab-nonroot");
+    let binary = env!("CARGO_BIN_EXE_pipeline");
+    // nobody: the binary is readable by all (target/ is 0755 here).
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", binary])
+        .args(["sandbox", "up", "--hosts", "3", "--dir"])
+        .arg(dir.join("lab"))
+        .output()
+        .expect("setpriv");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(stderr.contains("needs root"), "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{stderr}"
+    );
+    // Refused before anything was made.
+    assert!(!dir.join("lab").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
+    let scratch = common::temp_dir("lab");
+    let dir = scratch.join("sandbox");
+    assert!(
+        pipeline_sandbox::lab::leftovers().is_empty(),
+        "a lab is already on this machine: {:?}",
+        pipeline_sandbox::lab::leftovers()
+    );
+    let guard = LabGuard(dir.clone());
+    let started = std::time::Instant::now();
+    let out = common::pipeline(&[
+        "sandbox",
+        "up",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--hosts",
+        "3",
+        "--clients",
+        "2",
+        "--link",
+        "200mbit",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    println!("lab up in {:.1} s", started.elapsed().as_secs_f64());
+    let env = lab_env(&dir);
+
+    // The inventory, in the format the runner reads.
+    let ini = std::fs::read_to_string(var(&env, "PIPELINE_LAB_INVENTORY")).unwrap();
+    let (hosts, groups) = pipeline_engine::hosts::read_ansible_ini(&ini).unwrap();
+    let group = |g: &str| groups.get(g).cloned().unwrap_or_default();
+    assert_eq!(group("mons"), ["node1"]);
+    assert_eq!(group("osds"), ["node1", "node2", "node3"]);
+    assert_eq!(group("rgws"), ["node3"]);
+    assert_eq!(group("clients"), ["client1", "client2"]);
+    let addresses: BTreeMap<String, String> = hosts
+        .iter()
+        .map(|(name, h)| (name.clone(), h.address.clone()))
+        .collect();
+    assert_eq!(addresses.len(), 5);
+
+    // Every host answers over SSH with its own host key, routes only the lab's
+    // subnet, forwards nothing, and cannot reach an address outside the lab.
+    for (name, address) in &addresses {
+        let out = ssh(
+            &env,
+            address,
+            "ip -4 route; echo forward=$(cat /proc/sys/net/ipv4/ip_forward); \
+             (exec 3<>/dev/tcp/192.0.2.1/9) 2>&1 | tail -1; true",
+        );
+        assert!(out.status.success(), "{name}: {}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let routes: Vec<&str> = stdout.lines().filter(|l| l.contains(" dev ")).collect();
+        assert_eq!(routes.len(), 1, "{name}: {stdout}");
+        assert!(
+            routes[0].starts_with("198.18.0.0/24 dev eth0"),
+            "{name}: {stdout}"
+        );
+        assert!(!stdout.contains("default"), "{name}: {stdout}");
+        assert!(stdout.contains("forward=0"), "{name}: {stdout}");
+        assert!(
+            stdout.contains("Network is unreachable"),
+            "{name}: {stdout}"
+        );
+    }
+
+    // CRUSH: one bucket per cluster host, two OSDs in each, replicas across hosts.
+    let tree = ceph_json(&env, &["osd", "tree"]);
+    let mut per_host: BTreeMap<String, usize> = BTreeMap::new();
+    for node in tree["nodes"].as_array().unwrap() {
+        if node["type"] == "host" {
+            per_host.insert(
+                node["name"].as_str().unwrap().into(),
+                node["children"].as_array().unwrap().len(),
+            );
+        }
+    }
+    assert_eq!(
+        per_host,
+        BTreeMap::from([
+            ("node1".into(), 2),
+            ("node2".into(), 2),
+            ("node3".into(), 2)
+        ])
+    );
+    let rule = ceph_json(&env, &["osd", "crush", "rule", "dump", "replicated_rule"]);
+    let steps = rule["steps"].as_array().unwrap();
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["op"] == "chooseleaf_firstn" && s["type"] == "host"),
+        "{rule}"
+    );
+    let pools_before = ceph_json(&env, &["osd", "pool", "ls"]);
+
+    // The main job's multi-host form, bounded for CI.
+    let run_dir = scratch.join("run");
+    let out = common::pipeline_command(&[
+        "run",
+        "pipelines/lab-baseline.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--set",
+        "seconds=1",
+    ])
+    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let results = common::results(&run_dir).expect("results.json");
+    assert_eq!(results["status"], "succeeded", "{results:#}");
+
+    // iperf3 measures the shaped link, not loopback.
+    for id in ["cluster-network", "client-network"] {
+        let stage = common::stage(&results, id);
+        let receivers: Vec<f64> = stage["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["name"] == "bits_per_second" && m["labels"]["side"] == "receiver")
+            .map(|m| m["value"].as_f64().unwrap())
+            .collect();
+        assert_eq!(receivers.len(), if id == "cluster-network" { 6 } else { 2 });
+        for bits in receivers {
+            assert!(
+                bits > 0.5 * LINK_BITS && bits < 1.1 * LINK_BITS,
+                "{id}: {bits} bit/s for a {LINK_BITS} bit/s link"
+            );
+        }
+    }
+    // Benchmarks from both client hosts at once, with host=all figures.
+    for id in [
+        "rados-write[pool=lab-replica3]",
+        "fio-rbd[rw=randread]",
+        "s3[workload=get]",
+    ] {
+        let stage = common::stage(&results, id);
+        let hosts: std::collections::BTreeSet<&str> = stage["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["labels"]["host"].as_str())
+            .collect();
+        for host in ["client1", "client2", "all"] {
+            assert!(hosts.contains(host), "{id}: hosts {hosts:?}");
+        }
+    }
+    assert_eq!(ceph_json(&env, &["osd", "pool", "ls"]), pools_before);
+
+    // Down removes namespaces, bridge, veths, processes and files.
+    drop(guard);
+    let leftovers = pipeline_sandbox::lab::leftovers();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let processes = processes_of(&dir);
+    assert!(processes.is_empty(), "{processes:#?}");
+    assert!(!dir.exists());
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+fn main() {
+    pipeline_test_tiers::run(vec![
+        live(
+            "a_non_root_user_is_told_the_lab_needs_root",
+            &[Tier::Lab],
+            a_non_root_user_is_told_the_lab_needs_root,
+        ),
+        live(
+            "the_lab_is_built_used_by_lab_baseline_and_leaves_nothing",
+            &[Tier::Lab],
+            the_lab_is_built_used_by_lab_baseline_and_leaves_nothing,
+        ),
+    ]);
+}
