@@ -536,6 +536,85 @@ pub fn sandbox_up(
     Ok(())
 }
 
+/// What `sandbox fault` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultAction {
+    /// Every OSD of --host stops (SIGTERM).
+    StopOsds,
+    /// The OSDs of --host start again.
+    StartOsds,
+    /// --host's link goes down.
+    CutLink,
+    /// --host's link runs at --rate.
+    DegradeLink,
+    /// --host's link is up again at the lab's rate.
+    RestoreLink,
+    /// radosgw stops and starts again.
+    RestartRgw,
+    /// --host disappears: everything in its namespace is killed.
+    StopHost,
+    /// --host's sshd and daemons start again.
+    StartHost,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct FaultArgs {
+    /// The fault, or the action that undoes one.
+    #[arg(value_enum)]
+    action: FaultAction,
+    /// The lab host it concerns (node1, client2, ...).
+    #[arg(long)]
+    host: Option<String>,
+    /// For degrade-link: the link's new rate, e.g. 10mbit.
+    #[arg(long)]
+    rate: Option<String>,
+}
+
+impl FaultArgs {
+    fn fault(&self) -> Result<pipeline_sandbox::lab::Fault, CliError> {
+        use pipeline_sandbox::lab::Fault;
+        let host = || {
+            self.host.clone().ok_or_else(|| {
+                CliError::invalid(format!("`{:?}` needs --host NAME", self.action))
+                    .with_help("the lab's hosts are in $PIPELINE_LAB_INVENTORY")
+            })
+        };
+        Ok(match self.action {
+            FaultAction::StopOsds => Fault::StopOsds { host: host()? },
+            FaultAction::StartOsds => Fault::StartOsds { host: host()? },
+            FaultAction::CutLink => Fault::CutLink { host: host()? },
+            FaultAction::RestoreLink => Fault::RestoreLink { host: host()? },
+            FaultAction::RestartRgw => Fault::RestartRgw,
+            FaultAction::StopHost => Fault::StopHost { host: host()? },
+            FaultAction::StartHost => Fault::StartHost { host: host()? },
+            FaultAction::DegradeLink => {
+                let rate = self.rate.as_deref().ok_or_else(|| {
+                    CliError::invalid("degrade-link needs --rate RATE, e.g. --rate 10mbit")
+                })?;
+                let shape = pipeline_sandbox::lab::LinkShape::parse(rate)
+                    .map_err(|e| CliError::invalid(e.to_string().replace("--link", "--rate")))?;
+                Fault::DegradeLink {
+                    host: host()?,
+                    rate_bits: shape.rate_bits,
+                }
+            }
+        })
+    }
+}
+
+pub fn sandbox_fault(dir: Option<PathBuf>, args: FaultArgs) -> CliResult {
+    let fault = args.fault()?;
+    let outcome = pipeline_sandbox::lab::inject(&sandbox_dir(dir), &fault)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    println!("{}", outcome.done);
+    // For a runner that runs this from a stage's `during:`: the daemons started
+    // here are not that stage's orphans.
+    for pid in outcome.started {
+        println!("{} {pid}", pipeline_engine::orphans::SPARE_PID_PREFIX);
+    }
+    Ok(())
+}
+
 pub fn sandbox_down(dir: Option<PathBuf>) -> CliResult {
     let report = pipeline_sandbox::down(&sandbox_dir(dir), false)
         .map_err(|e| CliError::failed(e.to_string()))?;

@@ -224,6 +224,14 @@ enum SandboxCommand {
         #[command(flatten)]
         lab: commands::LabArgs,
     },
+    /// Inject a fault into a running sandbox, or undo one (usually from a
+    /// stage's `during:`): `pipeline sandbox fault stop-osds --host node2`.
+    Fault {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        fault: commands::FaultArgs,
+    },
     /// Stop the daemons this sandbox started.
     Down {
         #[arg(long)]
@@ -353,6 +361,7 @@ fn main() -> ExitCode {
                 lab,
             } => commands::sandbox_up(dir, memstore, bluestore, no_pool_delete, lab),
             SandboxCommand::Down { dir } => commands::sandbox_down(dir),
+            SandboxCommand::Fault { dir, fault } => commands::sandbox_fault(dir, fault),
             SandboxCommand::Status { dir } => commands::sandbox_status(dir),
             SandboxCommand::Env { dir, json } => commands::sandbox_env(dir, json),
         },

@@ -291,6 +291,18 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
     }
     assert_eq!(ceph_json(&env, &["osd", "pool", "ls"]), pools_before);
 
+    faults_under_load(&env, &scratch);
+    assert_eq!(ceph_json(&env, &["osd", "pool", "ls"]), pools_before);
+    let buckets = Command::new("radosgw-admin")
+        .args(["--conf", var(&env, "CEPH_CONF"), "bucket", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&buckets.stdout).trim(),
+        "[]",
+        "buckets left"
+    );
+
     // Down removes namespaces, bridge, veths, processes and files.
     drop(guard);
     let leftovers = pipeline_sandbox::lab::leftovers();
@@ -299,6 +311,138 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
     assert!(processes.is_empty(), "{processes:#?}");
     assert!(!dir.exists());
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// Runs `tests/lab/NAME.yaml` against the lab; returns its results.json.
+fn run_fault_suite(env: &[(String, String)], scratch: &Path, name: &str) -> Value {
+    let run_dir = scratch.join(name);
+    let suite = format!("tests/lab/{name}.yaml");
+    let out = common::pipeline_command(&["run", &suite, "--out", run_dir.to_str().unwrap()])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+    let results = common::results(&run_dir).unwrap_or_else(|| panic!("{name}: {}", text(&out)));
+    assert!(out.status.success(), "{name}: {}", text(&out));
+    assert_eq!(results["status"], "succeeded", "{name}: {results:#}");
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("During the stage"),
+        "{name}: no events in the report"
+    );
+    results
+}
+
+/// The timeline of a stage: (action, outcome, seconds) of each event.
+fn events(stage: &Value) -> Vec<(String, String, f64)> {
+    stage["events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no events: {stage:#}"))
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_string(),
+                e["outcome"].as_str().unwrap().to_string(),
+                e["at_s"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn metric(stage: &Value, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    stage["metrics"].as_array()?.iter().find_map(|m| {
+        (m["name"] == name && labels.iter().all(|(k, v)| m["labels"][*k] == *v))
+            .then(|| m["value"].as_f64().unwrap())
+    })
+}
+
+/// The four faults of issue #22, each a suite with `during:`, on the lab
+/// `the_lab_is_built_...` made: every run succeeds and leaves the cluster as
+/// it found it.
+fn faults_under_load(env: &[(String, String)], scratch: &Path) {
+    // All OSDs of node2 stop 5 s into a rados bench write, start at 11 s; the
+    // write goes on; the suite waits for HEALTH_OK.
+    let results = run_fault_suite(env, scratch, "osd-host-down");
+    let write = common::stage(&results, "write");
+    let timeline = events(write);
+    assert_eq!(timeline.len(), 2, "{timeline:?}");
+    assert_eq!(
+        (timeline[0].0.as_str(), timeline[0].1.as_str()),
+        ("run", "ok")
+    );
+    assert_eq!(
+        (timeline[1].0.as_str(), timeline[1].1.as_str()),
+        ("undo", "ok")
+    );
+    assert!((4.9..6.0).contains(&timeline[0].2), "{timeline:?}");
+    assert!((10.9..12.0).contains(&timeline[1].2), "{timeline:?}");
+    assert!(metric(write, "bandwidth", &[("host", "all")]).unwrap() > 0.0);
+    // The per-second series spans the fault and the recovery.
+    let series = scratch.join("osd-host-down/stages/write/series-cur_bandwidth-client1.json");
+    let series: Value = serde_json::from_str(&std::fs::read_to_string(&series).unwrap()).unwrap();
+    let seconds: Vec<f64> = series["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_f64().unwrap())
+        .collect();
+    assert!(seconds.len() >= 15, "{series}");
+    let healthy = common::stage(&results, "healthy-again");
+    assert!(
+        metric(healthy, "health_status", &[]) == Some(0.0),
+        "{healthy:#}"
+    );
+    assert!(
+        metric(healthy, "health_waited", &[]).is_some(),
+        "{healthy:#}"
+    );
+
+    // client1's link at 20 Mbit/s from 2 s to 6 s of an 8 s iperf3 test.
+    let results = run_fault_suite(env, scratch, "link-degraded");
+    let receiver = |id: &str| {
+        metric(
+            common::stage(&results, id),
+            "bits_per_second",
+            &[("side", "receiver")],
+        )
+        .unwrap()
+    };
+    let (degraded, restored) = (receiver("degraded"), receiver("restored"));
+    assert!(degraded < 0.8 * LINK_BITS, "degraded {degraded} bit/s");
+    assert!(restored > 0.5 * LINK_BITS, "restored {restored} bit/s");
+
+    // radosgw restarts 7 s into an S3 PUT load: errors counted by kind, the
+    // stage passes because max_error_rate 0.5 tolerates them.
+    let results = run_fault_suite(env, scratch, "rgw-restart");
+    let put = common::stage(&results, "put");
+    let connect = metric(put, "errors", &[("host", "all"), ("kind", "connect")]).unwrap_or(0.0);
+    let other = metric(put, "errors", &[("host", "all"), ("kind", "other")]).unwrap_or(0.0);
+    assert!(connect + other > 0.0, "no errors counted: {put:#}");
+    assert_eq!(events(put)[0].1, "ok");
+
+    // client2 disappears 7 s into S3 GETs from both clients: named as lost,
+    // excluded from host=all, back when the stage ends, its bucket removed
+    // by cleanup.
+    let results = run_fault_suite(env, scratch, "client-host-lost");
+    let get = common::stage(&results, "get");
+    assert_eq!(
+        metric(get, "host_lost", &[("host", "client2")]),
+        Some(1.0),
+        "{get:#}"
+    );
+    let notes = get["notes"].to_string();
+    assert!(notes.contains("host client2 was lost"), "{notes}");
+    assert!(metric(get, "ops_per_s", &[("host", "client1")]).unwrap() > 0.0);
+    let timeline = events(get);
+    assert_eq!(
+        timeline.iter().map(|e| e.1.as_str()).collect::<Vec<_>>(),
+        ["ok", "ok"]
+    );
+    let back = ssh(env, "198.18.0.102", "true");
+    assert!(
+        back.status.success(),
+        "client2 is not back: {}",
+        text(&back)
+    );
 }
 
 fn main() {

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod compile;
 pub mod config;
 pub mod diagnostic;
+pub mod during;
 pub mod facts;
 pub mod fanout;
 pub mod history;

@@ -23,6 +23,33 @@ pub fn adopt() -> std::io::Result<()> {
     Ok(())
 }
 
+/// How a `during:` command names a process it started on purpose (a daemon
+/// it restarted), one line per process on its stdout: `spare-pid: 1234`.
+/// Such a process outlives the stage; nothing else can ask for that (a
+/// plugin's commands' output is never read for it).
+pub const SPARE_PID_PREFIX: &str = "spare-pid:";
+
+static SPARED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Spares the processes a `during:` command named in `stdout`; returns how many.
+pub fn spare_named_in(stdout: &str) -> usize {
+    let pids: Vec<i32> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(SPARE_PID_PREFIX)?.trim().parse().ok())
+        .filter(|&pid| pid > 1)
+        .collect();
+    let mut spared = SPARED.lock().unwrap_or_else(|e| e.into_inner());
+    spared.extend(&pids);
+    pids.len()
+}
+
+fn is_spared(pid: i32) -> bool {
+    SPARED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&pid)
+}
+
 /// Which children to spare.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Spare {
@@ -58,6 +85,15 @@ pub fn end_orphans(spare: Spare) -> Vec<String> {
             continue;
         }
         if spare == Spare::SshMasters && name == "ssh" && is_ssh_master(pid) {
+            continue;
+        }
+        if is_spared(pid) {
+            if !alive(&state) {
+                // SAFETY: reaping our own exited child; the status is discarded.
+                unsafe {
+                    libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+                }
+            }
             continue;
         }
         children.push((pid, state));
@@ -106,4 +142,17 @@ fn is_ssh_master(pid: i32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|c| String::from_utf8_lossy(&c).contains("pipeline-ssh-"))
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_marked_lines_of_a_during_command_spare_a_process() {
+        let stdout = "started osd.2 (pid 41) on node2\nspare-pid: 4242\nspare-pid: x\nspare-pid: 1\n  spare-pid: 77\n";
+        assert_eq!(spare_named_in(stdout), 1);
+        assert!(is_spared(4242));
+        assert!(!is_spared(41) && !is_spared(1) && !is_spared(77));
+    }
 }

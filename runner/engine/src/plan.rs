@@ -75,6 +75,8 @@ pub struct PlannedStage {
     /// `client:`: the client tools this instance runs (`None`: this
     /// machine's own, unnamed).
     pub client: Option<StageClient>,
+    /// `during:`: actions beside the stage; their words are templates.
+    pub during: Vec<crate::during::PlannedAction>,
 }
 
 /// A stage instance's `client:`, resolved.

@@ -197,6 +197,9 @@ pub struct StageRecord {
     /// their versions and the librados/librbd they load.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_versions: Vec<crate::client_versions::ClientVersions>,
+    /// What the stage's `during:` timeline did, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<crate::during::StageEvent>,
 }
 
 /// CPU time (user + system) of a stage's commands, summed over the commands

@@ -120,6 +120,13 @@ pub(crate) fn render(p: &ConfParams<'_>) -> String {
 
     let _ = writeln!(s, "[osd]");
     daemon_paths(&mut s);
+    let _ = writeln!(
+        s,
+        "# recovery at full speed: the sparse-file OSDs count as hdd, whose default\n\
+         # 0.1 s pause per recovery op makes a host fault's recovery take many minutes"
+    );
+    let _ = writeln!(s, "osd_recovery_sleep_hdd = 0");
+    let _ = writeln!(s, "osd_mclock_profile = high_recovery_ops");
     let osd_root = dir(l.data_root("osd"));
     let _ = writeln!(s, "osd_data = {osd_root}/$cluster-$id");
     if let Some(dir) = p.osd_class_dir {

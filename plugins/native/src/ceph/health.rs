@@ -9,7 +9,7 @@ use pipeline_parsers::ceph_health::{self, Check, Health, Status};
 use pipeline_stage_api::context::StageContext;
 use pipeline_stage_api::metric::MetricDecl;
 use pipeline_stage_api::stage::{Action, OutputSpec, PlanContext, StageError, StageOutput};
-use pipeline_stage_api::typed::{About, TypedStage};
+use pipeline_stage_api::typed::{About, Seconds, TypedStage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -33,6 +33,16 @@ pub const HEALTH_CHECKS: MetricDecl = MetricDecl::declare(
     Aggregate::None,
     "Health checks reported.",
 );
+pub const HEALTH_WAITED: MetricDecl = MetricDecl::declare(
+    "health_waited",
+    unit::SECONDS,
+    Direction::Lower,
+    Aggregate::None,
+    "How long the stage waited for the health `fail_on` accepts (with `wait`).",
+);
+
+/// Pause between two looks at the health while waiting.
+const WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `with:` of a `ceph-health` stage.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -44,6 +54,13 @@ pub struct Config {
     /// Health check codes that never fail the stage (e.g. `POOL_NO_REDUNDANCY` on a test cluster); they are still recorded.
     #[serde(default)]
     pub ignore: Vec<String>,
+    /// Wait up to this long for a health `fail_on` accepts before failing, looking every 2 s (e.g. `3m` after a fault, while the cluster recovers); the time waited is recorded. 0: look once.
+    #[serde(default = "no_wait")]
+    pub wait: Seconds,
+}
+
+fn no_wait() -> Seconds {
+    Seconds::secs(0)
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -87,7 +104,7 @@ impl TypedStage for CephHealth {
                     "The codes of the health checks, e.g. [\"OSD_DOWN\"].",
                 ),
             ],
-            metrics: vec![HEALTH_STATUS, HEALTH_CHECKS],
+            metrics: vec![HEALTH_STATUS, HEALTH_CHECKS, HEALTH_WAITED],
         }
     }
 
@@ -123,14 +140,41 @@ impl TypedStage for CephHealth {
 
     fn run(&self, config: &Config, ctx: &mut StageContext) -> Result<StageOutput, StageError> {
         let spec = admin(&ctx.ceph, "ceph", &ARGS);
-        let out = ctx.run_ok("ceph-health-detail", &spec)?;
-        let health = ceph_health::parse(&out.stdout)
-            .map_err(|e| StageError::failed(format!("cannot read ceph health: {e}")))?;
-        if let Some(reason) = failure(&health, config) {
-            return Err(StageError::failed(reason));
-        }
+        let started = std::time::Instant::now();
+        let mut look = 0;
+        let (out, health) = loop {
+            look += 1;
+            let out = ctx.run_ok(&format!("ceph-health-detail-{look}"), &spec)?;
+            let health = ceph_health::parse(&out.stdout)
+                .map_err(|e| StageError::failed(format!("cannot read ceph health: {e}")))?;
+            match failure(&health, config) {
+                None => break (out, health),
+                Some(reason) if started.elapsed() >= config.wait.0 => {
+                    let waited = if config.wait.0.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" (after waiting {} s)", started.elapsed().as_secs())
+                    };
+                    return Err(StageError::failed(format!("{reason}{waited}")));
+                }
+                Some(reason) => {
+                    ctx.progress(&format!(
+                        "waiting: {}",
+                        reason.chars().take(120).collect::<String>()
+                    ));
+                    // Ctrl-C and the stage's timeout end the wait at once.
+                    ctx.sleep(WAIT_POLL)?;
+                }
+            }
+        };
         let mut output = StageOutput {
-            metrics: metrics(&health),
+            metrics: metrics(&health)
+                .into_iter()
+                .chain(
+                    (!config.wait.0.is_zero())
+                        .then(|| HEALTH_WAITED.value(started.elapsed().as_secs_f64())),
+                )
+                .collect(),
             notes: health.checks.iter().map(|c| note(c, config)).collect(),
             ..Default::default()
         };

@@ -74,6 +74,7 @@ fn compile_stage(
         diags,
     );
     let (repeat, repeat_pause) = repetitions(scope, stage, diags);
+    let during = check_during(scope, stage, diags);
     let matrix = stage
         .matrix
         .as_ref()
@@ -139,12 +140,26 @@ fn compile_stage(
             repeat,
             repeat_pause,
             client,
+            during: during.clone(),
         });
     }
     for instance in &instances {
         check_instance(scope, stage, instance, &with, diags);
     }
     instances
+}
+
+/// The stage's `during:` actions, checked.
+fn check_during(
+    scope: &Scope,
+    stage: &StageConfig,
+    diags: &mut Diagnostics,
+) -> Vec<crate::during::PlannedAction> {
+    let (planned, problems) = crate::during::check(&stage.during);
+    for (message, loc, hint) in problems {
+        diags.push(scope.err(message, loc).with_help(hint));
+    }
+    planned
 }
 
 /// The stage's `timeout:`, a duration over zero.

@@ -187,6 +187,10 @@ pub struct StageConfig {
     /// description asks for it AND this grants it; everything else is refused.
     #[serde(default)]
     pub grants: Option<Sp<Grants>>,
+    /// Actions on a timeline beside the stage, e.g. a fault injected at
+    /// `at: 5s` and undone at `undo_at: 15s` (or when the stage ends).
+    #[serde(default)]
+    pub during: Vec<crate::during::DuringConfig>,
 }
 
 pub use pipeline_stage_api::grants::{FilesGrant, Grants};

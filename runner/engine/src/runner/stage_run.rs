@@ -26,6 +26,8 @@ enum StageStart {
     Run {
         record: StageRecord,
         params: crate::params::Params,
+        /// `during:` with its words rendered.
+        during: Vec<crate::during::PlannedAction>,
     },
     Done(StageRecord),
 }
@@ -62,6 +64,7 @@ impl Runner<'_> {
             command_cpu: None,
             repetitions: None,
             client_versions: Vec::new(),
+            events: Vec::new(),
         }
     }
 
@@ -114,8 +117,12 @@ impl Runner<'_> {
     /// repetitions on its host(s), the versions of the client tools it ran,
     /// and the outcome into its record.
     pub(super) fn run_stage(&mut self, stage: &PlannedStage, cancel: &CancelToken) -> StageRecord {
-        let (mut record, params) = match self.start_stage(stage) {
-            StageStart::Run { record, params } => (record, params),
+        let (mut record, params, during) = match self.start_stage(stage) {
+            StageStart::Run {
+                record,
+                params,
+                during,
+            } => (record, params, during),
             StageStart::Done(record) => return record,
         };
         let clock = Instant::now();
@@ -124,7 +131,11 @@ impl Runner<'_> {
             .progress
             .start(&stage.instance_id, &stage.plugin.description.name);
         let show = |m: &str| bar.message(m);
-        let tools = self.run_repetitions(stage, &params, &mut record, cancel, &show);
+        let during_dir = self.stage_dir(stage).join("during");
+        let (tools, events) = crate::during::beside(&during, &during_dir, &show, || {
+            self.run_repetitions(stage, &params, &mut record, cancel, &show)
+        });
+        record_events(&mut record, events);
         let elapsed = clock.elapsed();
         record.ended_at = Some(rfc3339(Utc::now()));
         record.duration_s = Some(elapsed.as_secs_f64());
@@ -170,7 +181,15 @@ impl Runner<'_> {
             .plan
             .redactor
             .redact_json(&serde_json::Value::Object(params.clone()));
-        StageStart::Run { record, params }
+        let during = match render_during(stage, &env, &ctx) {
+            Ok(during) => during,
+            Err(error) => return StageStart::Done(self.fail_before_start(stage, record, error)),
+        };
+        StageStart::Run {
+            record,
+            params,
+            during,
+        }
     }
 
     /// The stage's repetitions (its `repeat:`, once by default), each in a
@@ -403,6 +422,52 @@ impl Runner<'_> {
 /// The work folder of repetition `k` of `planned`: each repetition (of the
 /// stage, or of the suite with its `repeat:`) has its own, so their outputs
 /// never mix.
+/// `during:` with every word rendered like the stage's parameters.
+fn render_during(
+    stage: &PlannedStage,
+    env: &minijinja::Environment<'_>,
+    ctx: &minijinja::Value,
+) -> Result<Vec<crate::during::PlannedAction>, StageError> {
+    let render = |words: &[String], name: &str| -> Result<Vec<String>, StageError> {
+        words
+            .iter()
+            .map(|w| {
+                template::render(env, w, ctx)
+                    .map_err(|e| StageError::failed(format!("`during` action `{name}`: {e}")))
+            })
+            .collect()
+    };
+    stage
+        .during
+        .iter()
+        .map(|a| {
+            Ok(crate::during::PlannedAction {
+                run: render(&a.run, &a.name)?,
+                undo: a.undo.as_deref().map(|u| render(u, &a.name)).transpose()?,
+                ..a.clone()
+            })
+        })
+        .collect()
+}
+
+/// The timeline's events into the record; a command that failed fails a
+/// stage that had not failed already (its figures are not what the suite
+/// asked for, or the fault outlived it).
+fn record_events(record: &mut StageRecord, events: Vec<crate::during::StageEvent>) {
+    let failed: Vec<String> = events
+        .iter()
+        .filter(|e| !e.ok)
+        .map(|e| format!("`during` {} of `{}`: {}", e.action, e.name, e.outcome))
+        .collect();
+    if !failed.is_empty() && record.status == StageStatus::Succeeded {
+        record.status = StageStatus::Failed;
+        record.error = Some(failed.join("; "));
+    } else if !failed.is_empty() {
+        record.notes.extend(failed);
+    }
+    record.events = events;
+}
+
 fn repetition_dir(stage_dir: &Path, k: u32, planned: u32, round: Option<(u32, u32)>) -> PathBuf {
     match (planned, round) {
         (1, None) => stage_dir.to_path_buf(),

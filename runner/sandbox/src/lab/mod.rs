@@ -6,6 +6,7 @@
 //! run only sshd. The lab is recorded in `DIR/lab/lab.json`, so `down` removes exactly
 //! what `up` made; `leftovers` finds anything of a lab's that is still on the machine.
 
+mod fault;
 mod inventory;
 mod link;
 mod net;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use fault::{Fault, FaultOutcome};
 pub use link::LinkShape;
 pub(crate) use net::in_netns;
 pub use plan::{BRIDGE, BRIDGE_ADDRESS, LabHost, LabPlan, LabSpec, Role};
@@ -223,6 +225,18 @@ pub(crate) fn env_of(lab: &Lab) -> crate::env::LabEnv {
         ssh_key: lab.ssh_key.clone(),
         known_hosts: lab.known_hosts.clone(),
     }
+}
+
+/// Applies `fault` to the sandbox in `dir` (see [`Fault`]); returns what was done.
+pub fn inject(dir: &Path, fault: &Fault) -> Result<FaultOutcome, SandboxError> {
+    let layout = Layout::new(dir)?;
+    if !layout.marker().exists() {
+        return Err(SandboxError::NoSandbox {
+            dir: layout.dir().to_path_buf(),
+            file: layout.marker(),
+        });
+    }
+    fault::apply(&layout, fault)
 }
 
 /// The lab's address of `host`, for callers outside the crate (tests, faults).

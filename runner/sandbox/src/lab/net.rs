@@ -171,6 +171,11 @@ pub(crate) fn remove_host(netns: &str, grace: Duration) -> Result<usize, Sandbox
     Ok(pids.len())
 }
 
+/// Sets the bridge-side end of a host's link up or down (a cut cable).
+pub(crate) fn set_link(netns: &str, up: bool) -> Result<(), SandboxError> {
+    ip(&["link", "set", netns, if up { "up" } else { "down" }])
+}
+
 pub(crate) fn remove_bridge() -> Result<(), SandboxError> {
     if Path::new("/sys/class/net").join(BRIDGE).exists() {
         ip(&["link", "del", BRIDGE])?;

@@ -97,8 +97,8 @@ pub(crate) fn write_files(files: &SshFiles, hosts: &[LabHost]) -> Result<(), San
 }
 
 /// Starts `host`'s sshd in its namespace (it daemonizes) and waits until it accepts TCP
-/// connections from the machine's namespace.
-pub(crate) fn start(files: &SshFiles, host: &LabHost) -> Result<(), SandboxError> {
+/// connections from the machine's namespace. Returns its pid, if its pid file names one.
+pub(crate) fn start(files: &SshFiles, host: &LabHost) -> Result<Option<u32>, SandboxError> {
     // The privilege separation folder sshd insists on (no systemd to make it).
     std::fs::create_dir_all("/run/sshd")
         .map_err(SandboxError::io("create directory", "/run/sshd"))?;
@@ -123,5 +123,5 @@ pub(crate) fn start(files: &SshFiles, host: &LabHost) -> Result<(), SandboxError
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(())
+    Ok(crate::pids::read_pid(&files.pid_file(host)))
 }

@@ -352,8 +352,20 @@ pub(super) async fn load_worker(shared: Arc<Shared>, seed: u64, mut abort: watch
         };
         shared.slots.release(index, after);
         record(&shared, phase, op, &result, started);
+        // A refused connection (the gateway restarting) is retried after a
+        // pause, as SDK clients back off: the outage then counts as about
+        // its length in errors per worker, not as thousands of instant ones.
+        if matches!(result, Err(OpError::Connect(_))) {
+            tokio::select! {
+                _ = tokio::time::sleep(CONNECT_BACKOFF) => {}
+                _ = abort.wait_for(|a| *a) => return,
+            }
+        }
     }
 }
+
+/// Pause of a worker after a refused connection.
+pub(super) const CONNECT_BACKOFF: Duration = Duration::from_millis(100);
 
 pub(super) fn take_ticket(tickets: &AtomicU64) -> bool {
     tickets
