@@ -238,8 +238,3 @@ pub fn inject(dir: &Path, fault: &Fault) -> Result<FaultOutcome, SandboxError> {
     }
     fault::apply(&layout, fault)
 }
-
-/// The lab's address of `host`, for callers outside the crate (tests, faults).
-pub fn host_address(lab: &Lab, host: &str) -> Option<std::net::Ipv4Addr> {
-    lab.plan.host(host).map(|h| h.address)
-}

@@ -185,20 +185,17 @@ pub(crate) fn remove_bridge() -> Result<(), SandboxError> {
 
 /// Network namespaces whose name starts with the lab's prefix.
 pub(crate) fn namespaces() -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/run/netns") else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(NAME_PREFIX))
-        .collect();
-    names.sort();
-    names
+    lab_names_in(Path::new("/run/netns"))
 }
 
 /// Interfaces of the machine's namespace whose name starts with the lab's prefix.
 pub(crate) fn links() -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/sys/class/net") else {
+    lab_names_in(Path::new("/sys/class/net"))
+}
+
+/// Sorted names of `dir`'s entries that start with the lab's prefix.
+fn lab_names_in(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut names: Vec<String> = entries
