@@ -27,7 +27,10 @@ pub fn ceph(program: &str, args: &[&str]) -> (bool, String) {
     if out.status.success() {
         return (true, stdout.into_owned());
     }
-    (false, format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+    (
+        false,
+        format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)),
+    )
 }
 
 pub fn pools() -> Vec<String> {
