@@ -80,11 +80,18 @@ trap 'kill "$release_pid" 2>/dev/null || true' EXIT
 # sshd and OSDs, built and torn down by the tests themselves. On its own,
 # after the host sandbox is down: starting it takes both cores.
 set +e
-PIPELINE_TEST_TIERS=lab cargo test -p pipeline --test lab 2>&1 | tee -a "$log"
+lab_log="$(mktemp)"
+PIPELINE_TEST_TIERS=lab cargo test -p pipeline --test lab 2>&1 | tee "$lab_log" | tee -a "$log"
 rc=${PIPESTATUS[0]}
 set -e
 [ "$rc" -eq 0 ] || status=1
 lab="lab: $([ "$rc" -eq 0 ] && echo passed || echo FAILED)"
+# A failure's reason goes into the summary too: the end of the output is
+# what a CI page shows.
+if [ "$rc" -ne 0 ]; then
+  lab+=$'\n'"$(grep -A3 -m2 'panicked at' "$lab_log" | cut -c1-400)"
+fi
+rm -f "$lab_log"
 
 # The release matrix, after the host's sandbox is down (the CPU is the host's
 # to share, the ports are not: each release has a network namespace of its own).

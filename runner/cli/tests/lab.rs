@@ -208,6 +208,31 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
         );
     }
 
+    // A cut link: client1 is unreachable until restored. A host the lab does
+    // not have is refused by name, with the hosts it does have.
+    let fault = |args: &[&str]| {
+        let mut all = vec!["sandbox", "fault"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--dir", dir.to_str().unwrap()]);
+        common::pipeline(&all)
+    };
+    let out = fault(&["cut-link", "--host", "client1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let cut = ssh(&env, &addresses["client1"], "true");
+    assert!(!cut.status.success(), "client1 answered with its link cut");
+    let out = fault(&["restore-link", "--host", "client1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let back = ssh(&env, &addresses["client1"], "true");
+    assert!(back.status.success(), "after restore-link: {}", text(&back));
+    let out = fault(&["stop-osds", "--host", "node9"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("no lab host `node9`; the lab has node1, node2, node3, client1, client2"),
+        "{}",
+        text(&out)
+    );
+
     // CRUSH: one bucket per cluster host, two OSDs in each, replicas across hosts.
     let tree = ceph_json(&env, &["osd", "tree"]);
     let mut per_host: BTreeMap<String, usize> = BTreeMap::new();

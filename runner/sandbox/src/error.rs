@@ -105,6 +105,17 @@ pub enum SandboxError {
     )]
     LabExists { found: String },
 
+    /// `DIR/lab/lab.json` is not a record `up` wrote: unreadable, or naming hosts, namespaces,
+    /// addresses or files its own spec would not make. Nothing of the lab is touched on its word.
+    #[error(
+        "the lab record {path:?} is not one `pipeline sandbox up` wrote: {reason}; nothing of the lab was removed on its word. The lab's namespaces and interfaces on this machine: {found}; remove them with `ip netns del` / `ip link del`, then the folder"
+    )]
+    BadLabRecord {
+        path: PathBuf,
+        reason: String,
+        found: String,
+    },
+
     /// Nothing to read back: the directory holds no (ready) sandbox.
     #[error("no sandbox in {dir:?}: {file:?} is missing (run `pipeline sandbox up`)")]
     NoSandbox { dir: PathBuf, file: PathBuf },

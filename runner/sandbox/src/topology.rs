@@ -193,6 +193,17 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_topology_is_an_error_naming_the_file() {
+        let dir = std::env::temp_dir().join(format!("sbx-topology-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("topology.json");
+        std::fs::write(&path, "{\"osd_count\": \"many\"").unwrap();
+        let error = Topology::read(&path).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(error.contains("topology.json"), "{error}");
+    }
+
+    #[test]
     fn one_host_lab_puts_everything_on_it() {
         let plan = LabPlan::new(LabSpec {
             cluster_hosts: 1,

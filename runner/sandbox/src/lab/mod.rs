@@ -13,7 +13,7 @@ mod net;
 mod plan;
 mod sshd;
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -168,19 +168,56 @@ fn write_record(layout: &Layout, lab: &Lab) -> Result<(), SandboxError> {
     std::fs::write(&path, json + "\n").map_err(SandboxError::io("write", &path))
 }
 
-/// The lab recorded in `layout`'s folder, if any.
+/// The lab recorded in `layout`'s folder, if any. The record decides which namespaces
+/// `down` empties and removes, so it is believed only when it is exactly what `up` would
+/// have written for its own spec (hosts, addresses, `pl-` namespaces, files in the lab
+/// folder): a damaged or doctored record cannot aim teardown at anything else.
 pub(crate) fn read(layout: &Layout) -> Result<Option<Lab>, SandboxError> {
     let path = record_path(layout);
-    match std::fs::read_to_string(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SandboxError::io("read", &path)(e)),
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| SandboxError::Parse {
-                what: path.display().to_string(),
-                detail: e.to_string(),
-            }),
+    let bad = |reason: String| SandboxError::BadLabRecord {
+        path: path.clone(),
+        reason,
+        found: {
+            let found = leftovers();
+            if found.is_empty() {
+                "none".into()
+            } else {
+                found.join(", ")
+            }
+        },
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SandboxError::io("read", &path)(e)),
+        Ok(text) => text,
+    };
+    let lab: Lab = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    check_record(&lab, &lab_dir(layout)).map_err(bad)?;
+    Ok(Some(lab))
+}
+
+/// Why `lab` is not a record `up` wrote into `dir`, if it is not.
+fn check_record(lab: &Lab, dir: &Path) -> Result<(), String> {
+    let expected = LabPlan::new(lab.plan.spec.clone()).map_err(|e| e.to_string())?;
+    if expected.hosts != lab.plan.hosts {
+        return Err(format!(
+            "its hosts are not the {} cluster and {} client hosts its spec makes",
+            lab.plan.spec.cluster_hosts, lab.plan.spec.client_hosts
+        ));
     }
+    for (what, file) in [
+        ("inventory", &lab.inventory),
+        ("ssh_key", &lab.ssh_key),
+        ("known_hosts", &lab.known_hosts),
+    ] {
+        let inside = file
+            .strip_prefix(dir)
+            .is_ok_and(|rest| rest.components().all(|c| matches!(c, Component::Normal(_))));
+        if !inside {
+            return Err(format!("its {what} {file:?} is outside {dir:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// Removes the recorded lab's hosts (their remaining processes, namespaces and veths,
@@ -237,4 +274,81 @@ pub fn inject(dir: &Path, fault: &Fault) -> Result<FaultOutcome, SandboxError> {
         });
     }
     fault::apply(&layout, fault)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(dir: &Path) -> Lab {
+        Lab {
+            plan: LabPlan::new(LabSpec::default()).unwrap(),
+            inventory: dir.join("inventory.ini"),
+            ssh_key: dir.join("ssh/id_ed25519"),
+            known_hosts: dir.join("ssh/known_hosts"),
+            delay_applied: true,
+        }
+    }
+
+    #[test]
+    fn a_record_up_would_write_is_believed() {
+        let dir = Path::new("/tmp/sbx/lab");
+        assert_eq!(check_record(&recorded(dir), dir), Ok(()));
+    }
+
+    #[test]
+    fn a_record_naming_a_foreign_namespace_is_refused() {
+        let dir = Path::new("/tmp/sbx/lab");
+        let mut lab = recorded(dir);
+        lab.plan.hosts[1].netns = "someone-elses".into();
+        let reason = check_record(&lab, dir).unwrap_err();
+        assert!(
+            reason.contains("not the 3 cluster and 2 client hosts"),
+            "{reason}"
+        );
+        let mut lab = recorded(dir);
+        lab.plan.hosts.push(lab.plan.hosts[0].clone());
+        assert!(check_record(&lab, dir).is_err());
+        let mut lab = recorded(dir);
+        lab.plan.spec.cluster_hosts = 0;
+        assert!(check_record(&lab, dir).unwrap_err().contains("--hosts 0"));
+    }
+
+    #[test]
+    fn a_record_pointing_outside_the_lab_folder_is_refused() {
+        let dir = Path::new("/tmp/sbx/lab");
+        for outside in [
+            "/etc/shadow",
+            "/tmp/sbx/lab/../../etc/shadow",
+            "/tmp/sbx/labx/key",
+        ] {
+            let mut lab = recorded(dir);
+            lab.ssh_key = outside.into();
+            let reason = check_record(&lab, dir).unwrap_err();
+            assert!(
+                reason.contains("ssh_key") && reason.contains("outside"),
+                "{reason}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_record_is_an_error_naming_it_and_what_is_left() {
+        let base = std::env::temp_dir().join(format!("sbx-lab-record-{}", std::process::id()));
+        let layout = Layout::new(&base).unwrap();
+        std::fs::create_dir_all(lab_dir(&layout)).unwrap();
+        assert_eq!(read(&layout).unwrap(), None);
+        for damaged in ["{\"plan\": ", "[]", "{\"plan\": {\"spec\": 1}}"] {
+            std::fs::write(record_path(&layout), damaged).unwrap();
+            let error = read(&layout).unwrap_err().to_string();
+            assert!(
+                error.contains("lab.json") && error.contains("not one `pipeline sandbox up` wrote"),
+                "{error}"
+            );
+        }
+        let lab = recorded(&lab_dir(&layout));
+        write_record(&layout, &lab).unwrap();
+        assert_eq!(read(&layout).unwrap(), Some(lab));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }
