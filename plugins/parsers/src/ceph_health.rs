@@ -69,7 +69,13 @@ pub struct Health {
 /// Parses the output of `ceph health detail --format json` (lines before
 /// the JSON, such as warnings, are skipped).
 pub fn parse(text: &str) -> Result<Health, ParseError> {
-    let doc = json_document(TOOL, text)?;
+    from_value(&json_document(TOOL, text)?, text)
+}
+
+/// The health in an already parsed document: `ceph health`'s whole output,
+/// or the `health` member of `ceph status` (the same shape). `text` is the
+/// output it came from, quoted when a field is missing.
+pub(crate) fn from_value(doc: &Value, text: &str) -> Result<Health, ParseError> {
     let status = doc
         .get("status")
         .and_then(Value::as_str)

@@ -7,6 +7,7 @@
 //! lines, and returns a [`ParseError`] — never panics — on anything else.
 
 pub mod ceph_health;
+pub mod ceph_status;
 pub mod dd;
 pub mod error;
 pub mod fio;

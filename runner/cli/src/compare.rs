@@ -78,11 +78,15 @@ pub fn run(
     baseline: &Path,
     candidates: &[PathBuf],
     thresholds: &[String],
+    allow_unhealthy: bool,
     format: Format,
     out: Option<&Path>,
 ) -> CliResult {
     let mut errors = Vec::new();
-    let mut options = CompareOptions::default();
+    let mut options = CompareOptions {
+        allow_unhealthy,
+        ..CompareOptions::default()
+    };
     for spec in thresholds {
         if let Err(e) = options.thresholds.add(spec) {
             errors.push(format!("--threshold {e}"));

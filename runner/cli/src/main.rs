@@ -119,6 +119,11 @@ enum Command {
         /// `default=3%` changes the default), e.g. `bandwidth=-5%` `'latency_*=+10%'`.
         #[arg(long = "threshold", value_name = "METRIC=PERCENT")]
         thresholds: Vec<String>,
+        /// Judge stages measured while the cluster was not clean (PGs not
+        /// active+clean, a health check raised) like any other; by default
+        /// their figures are shown but not judged.
+        #[arg(long)]
+        allow_unhealthy: bool,
         #[arg(long, value_enum, default_value = "markdown")]
         format: compare::Format,
         /// Write to FILE instead of printing.
@@ -302,9 +307,17 @@ fn main() -> ExitCode {
             baseline,
             candidates,
             thresholds,
+            allow_unhealthy,
             format,
             out,
-        } => compare::run(&baseline, &candidates, &thresholds, format, out.as_deref()),
+        } => compare::run(
+            &baseline,
+            &candidates,
+            &thresholds,
+            allow_unhealthy,
+            format,
+            out.as_deref(),
+        ),
         Command::Plugins {
             command: PluginsCommand::List,
         } => commands::plugins_list(),

@@ -116,6 +116,15 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
         assert!(m["value"].as_f64().unwrap() > 0.0, "{id} {name}: {m}");
         assert_eq!(m["unit"], unit, "{id} {name}");
     }
+    // Each benchmark stage has the cluster's state beside it: sampled, clean.
+    for id in ["rados-write", "fio-rbd[rw=randread]", "s3[workload=get]"] {
+        let watch = &stage(&r, id)["cluster"];
+        assert!(
+            !watch["samples"].as_array().unwrap().is_empty(),
+            "{id}: {watch:#}"
+        );
+        assert!(watch["unhealthy"].is_null(), "{id}: {watch:#}");
+    }
     // rados bench's per-second series is kept as an artifact.
     assert!(
         stage(&r, "rados-write")["artifacts"]
@@ -640,12 +649,94 @@ fn runs_sharing_a_pool_remove_only_their_own_objects() {
     assert!(after_x.contains(&format!("{pool}-z")), "{after_x:?}");
 }
 
+/// PGs remapped under the load (osd.2 out 2 s into a write, in at 5 s): the
+/// stage is flagged, the clean one before it is not; compare shows the
+/// flagged stage's figures without judging them unless --allow-unhealthy.
+fn a_stage_measured_while_pgs_remap_is_flagged() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let (code, r, report, run_dir) = run_in("tests/ceph/cluster-not-clean.yaml", &[]);
+    // Whatever happened, osd.2 is in and the PGs clean for the next test.
+    ceph("ceph", &["osd", "in", "2"]);
+    wait_until_clean();
+    assert_eq!(code, Some(0), "{r:#}");
+    let clean = &stage(&r, "clean")["cluster"];
+    assert!(clean["samples"].as_array().unwrap().len() >= 2, "{clean:#}");
+    assert!(clean["unhealthy"].is_null(), "{clean:#}");
+    let remapped = &stage(&r, "remapped")["cluster"];
+    let flag = remapped["unhealthy"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{remapped:#}"));
+    assert!(
+        flag.contains("PGs were") && flag.contains(" s of "),
+        "{flag}"
+    );
+    let states: Vec<&str> = remapped["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["pgs_not_clean"].as_object())
+        .flat_map(|m| m.keys().map(String::as_str))
+        .collect();
+    assert!(!states.is_empty(), "{remapped:#}");
+    assert!(
+        report.contains("⚠️ **Measured on a cluster that was not clean:**")
+            && report.contains("⚠️ cluster not clean"),
+        "{report}"
+    );
+
+    let results = run_dir.join("results.json");
+    let results = results.to_str().unwrap();
+    let out = common::pipeline(&["compare", results, results]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("measured on a cluster that was not clean")
+            && text.contains("not comparable: cluster not clean"),
+        "{text}"
+    );
+    let out = common::pipeline(&["compare", "--allow-unhealthy", results, results]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("judged anyway") && !text.contains("not comparable"),
+        "{text}"
+    );
+}
+
+/// Every PG active+clean (after a fault), within two minutes.
+fn wait_until_clean() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (ok, text) = ceph("ceph", &["pg", "stat", "--format", "json"]);
+        let clean = ok
+            && serde_json::from_str::<Value>(text.trim()).is_ok_and(|stat| {
+                let states = stat["pg_summary"]["num_pg_by_state"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                !states.is_empty() && states.iter().all(|s| s["name"] == "active+clean")
+            });
+        if clean {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "PGs not active+clean after 120 s: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn main() {
     pipeline_test_tiers::run(vec![
         live(
             "full_baseline_runs_and_leaves_nothing_behind",
             &[Tier::Cluster],
             full_baseline_runs_and_leaves_nothing_behind,
+        ),
+        live(
+            "a_stage_measured_while_pgs_remap_is_flagged",
+            &[Tier::Cluster],
+            a_stage_measured_while_pgs_remap_is_flagged,
         ),
         live(
             "failing_stage_is_followed_by_cleanup",

@@ -27,6 +27,11 @@ pub struct ClusterConfig {
     /// (status, pool create/delete, cleanup). A full cluster makes them hang.
     #[serde(default)]
     pub command_timeout: Option<Sp<String>>,
+    /// Sample the cluster's state (`ceph status`, once a second) beside every
+    /// stage that reports figures, and flag the figures measured while PGs
+    /// were not active+clean or a health check was raised. Default: true.
+    #[serde(default)]
+    pub watch: Option<Sp<bool>>,
 }
 
 pub use pipeline_stage_api::ceph::{CephConnection, default_conf};

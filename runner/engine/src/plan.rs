@@ -25,6 +25,9 @@ pub struct Plan {
     pub env: BTreeMap<String, String>,
     pub redactor: Redactor,
     pub ceph: CephConnection,
+    /// `cluster.watch`: the cluster's state is sampled beside each stage
+    /// that reports figures ([`crate::cluster_watch`]).
+    pub cluster_watch: bool,
     pub stages: Vec<PlannedStage>,
     pub cleanup: Vec<PlannedStage>,
     pub report: ReportConfig,

@@ -200,6 +200,11 @@ pub struct StageRecord {
     /// What the stage's `during:` timeline did, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<crate::during::StageEvent>,
+    /// The cluster's state while the stage ran, sampled once a second, and
+    /// its flag when the figures were measured on a cluster that was not
+    /// clean ([`crate::cluster_watch`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster_watch::ClusterWatch>,
 }
 
 /// CPU time (user + system) of a stage's commands, summed over the commands

@@ -211,6 +211,19 @@ fn stage_section(out: &mut String, c: &Comparison, stage: &StageComparison) {
     if !missing.is_empty() {
         let _ = writeln!(out, "Not in: {}.\n", missing.join(", "));
     }
+    for (side, flag) in &stage.unhealthy {
+        let judged = if c.options.allow_unhealthy {
+            "judged anyway (--allow-unhealthy)"
+        } else {
+            "not judged (--allow-unhealthy judges it)"
+        };
+        let _ = writeln!(
+            out,
+            "⚠️ {}: measured on a cluster that was not clean ({}); {judged}.\n",
+            inline(side),
+            inline(flag)
+        );
+    }
     if stage.metrics.is_empty() {
         let _ = writeln!(out, "No metrics.\n");
         return;

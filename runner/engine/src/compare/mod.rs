@@ -51,6 +51,10 @@ pub struct CompareOptions {
     pub thresholds: Thresholds,
     /// Significance level of the test.
     pub alpha: f64,
+    /// Judge stages measured on a cluster that was not clean (their watch
+    /// flagged them) like any other; by default their figures are shown but
+    /// not judged, and cannot regress.
+    pub allow_unhealthy: bool,
 }
 
 impl Default for CompareOptions {
@@ -58,6 +62,7 @@ impl Default for CompareOptions {
         CompareOptions {
             thresholds: Thresholds::default(),
             alpha: 0.05,
+            allow_unhealthy: false,
         }
     }
 }
@@ -91,6 +96,11 @@ pub struct StageComparison {
     /// Whether the stage is in the baseline, then in each candidate.
     pub in_baseline: bool,
     pub in_candidates: Vec<bool>,
+    /// The sides whose stage was measured on a cluster that was not clean,
+    /// with what the watch saw: `(side, flag)`, side `baseline` or the
+    /// candidate's source.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unhealthy: Vec<(String, String)>,
     pub metrics: Vec<MetricComparison>,
 }
 
@@ -130,6 +140,8 @@ pub enum Verdict {
     NotJudged,
     /// Nothing to compare against.
     NoBaseline,
+    /// One side was measured on a cluster that was not clean.
+    NotComparable,
 }
 
 impl Verdict {
@@ -141,6 +153,7 @@ impl Verdict {
             Verdict::TooNoisy => "too noisy to tell",
             Verdict::NotJudged => "not judged (no direction)",
             Verdict::NoBaseline => "not in the baseline",
+            Verdict::NotComparable => "not comparable: cluster not clean",
         }
     }
 }
@@ -336,6 +349,19 @@ pub fn compare(baseline: &Side, candidates: &[Side], options: &CompareOptions) -
         let base_stage = find(baseline.results, id);
         let cand_stages: Vec<Option<StageRecord>> =
             candidates.iter().map(|c| find(c.results, id)).collect();
+        let unhealthy: Vec<(String, String)> = std::iter::once(("baseline", &base_stage))
+            .chain(
+                candidates
+                    .iter()
+                    .map(|c| c.source.as_str())
+                    .zip(&cand_stages),
+            )
+            .filter_map(|(side, stage)| {
+                let flag = stage.as_ref()?.cluster.as_ref()?.unhealthy.clone()?;
+                Some((side.to_string(), flag))
+            })
+            .collect();
+        let judged = unhealthy.is_empty() || options.allow_unhealthy;
         let base_samples = base_stage.as_ref().map(samples).unwrap_or_default();
         let cand_samples: Vec<Vec<(MetricKey, Samples)>> = cand_stages
             .iter()
@@ -371,6 +397,12 @@ pub fn compare(baseline: &Side, candidates: &[Side], options: &CompareOptions) -
                     let cand = &cs[i].1;
                     let summary = Summary::of(&cand.values)?;
                     Some(match base {
+                        Some(_) if !judged => Change {
+                            summary,
+                            change_percent: None,
+                            verdict: Verdict::NotComparable,
+                            test: Test::None,
+                        },
                         Some(b) => judge(
                             &b.values,
                             &cand.values,
@@ -418,6 +450,7 @@ pub fn compare(baseline: &Side, candidates: &[Side], options: &CompareOptions) -
         stages.push(StageComparison {
             id: id.to_string(),
             in_baseline: base_stage.is_some(),
+            unhealthy,
             in_candidates: cand_stages.iter().map(Option::is_some).collect(),
             metrics,
         });

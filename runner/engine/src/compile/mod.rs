@@ -150,6 +150,11 @@ pub fn compile(
         env,
         redactor,
         ceph: ceph.unwrap_or_default(),
+        cluster_watch: config
+            .cluster
+            .as_ref()
+            .and_then(|c| c.watch.as_ref())
+            .is_none_or(|w| **w),
         stages: main,
         cleanup,
         report: config.report.clone(),

@@ -65,6 +65,7 @@ impl Runner<'_> {
             repetitions: None,
             client_versions: Vec::new(),
             events: Vec::new(),
+            cluster: None,
         }
     }
 
@@ -132,10 +133,21 @@ impl Runner<'_> {
             .start(&stage.instance_id, &stage.plugin.description.name);
         let show = |m: &str| bar.message(m);
         let during_dir = self.stage_dir(stage).join("during");
-        let (tools, events) = crate::during::beside(&during, &during_dir, &show, || {
-            self.run_repetitions(stage, &params, &mut record, cancel, &show)
+        let conn = self.watches_cluster(stage).then(|| self.plan.ceph.clone());
+        let ((tools, watch), events) = crate::during::beside(&during, &during_dir, &show, || {
+            let mut run = || self.run_repetitions(stage, &params, &mut record, cancel, &show);
+            match &conn {
+                Some(conn) => {
+                    let (tools, watch) = crate::cluster_watch::beside(conn, run);
+                    (tools, Some(watch))
+                }
+                None => (run(), None),
+            }
         });
         record_events(&mut record, events);
+        if let Some(watch) = watch {
+            record_cluster_watch(&mut record, watch);
+        }
         let elapsed = clock.elapsed();
         record.ended_at = Some(rfc3339(Utc::now()));
         record.duration_s = Some(elapsed.as_secs_f64());
@@ -146,6 +158,21 @@ impl Runner<'_> {
         bar.finish(&finish_line(&record, elapsed));
         self.remember_for_templates(stage, record.status, &record.outputs);
         record
+    }
+
+    /// Whether the cluster is watched beside `stage`: a stage with headline
+    /// figures (a benchmark, not a step such as `ceph-pool`), in a suite
+    /// that did not turn the watch off, with a cluster to watch.
+    fn watches_cluster(&self, stage: &PlannedStage) -> bool {
+        let conf_exists = self
+            .plan
+            .ceph
+            .conf
+            .as_deref()
+            .unwrap_or("/etc/ceph/ceph.conf");
+        self.plan.cluster_watch
+            && stage.plugin.description.metrics.iter().any(|m| m.headline)
+            && Path::new(conf_exists).exists()
     }
 
     /// A stage's `when`, then its parameters rendered and checked against
@@ -453,6 +480,23 @@ fn render_during(
 /// The timeline's events into the record; a command that failed fails a
 /// stage that had not failed already (its figures are not what the suite
 /// asked for, or the fault outlived it).
+/// The watch into the record of a stage that reported figures; its flag,
+/// or why the cluster could not be watched, also as a note.
+fn record_cluster_watch(record: &mut StageRecord, watch: crate::cluster_watch::ClusterWatch) {
+    if record.metrics.is_empty() {
+        return;
+    }
+    // A flag is the report's and compare's to show (`cluster.unhealthy`).
+    if watch.samples.is_empty()
+        && let Some(error) = &watch.error
+    {
+        record
+            .notes
+            .push(format!("the cluster's state was not watched: {error}"));
+    }
+    record.cluster = Some(watch);
+}
+
 fn record_events(record: &mut StageRecord, events: Vec<crate::during::StageEvent>) {
     let failed: Vec<String> = events
         .iter()
@@ -551,6 +595,9 @@ fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
     }
     if let Some(r) = &record.skip_reason {
         line.push_str(&format!(" ({r})"));
+    }
+    if let Some(unhealthy) = record.cluster.as_ref().and_then(|c| c.unhealthy.as_ref()) {
+        line.push_str(&format!(" [cluster not clean: {unhealthy}]"));
     }
     line
 }
