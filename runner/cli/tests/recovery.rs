@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::cluster::pools;
+use common::cluster::{ceph, pools};
 use serde_json::Value;
 
 /// The one run folder under `runs` (the default place, relative to the
@@ -61,7 +61,11 @@ fn text(out: &std::process::Output) -> String {
     )
 }
 
+/// The tests share the cluster and compare its pools before and after: one at a time.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let before = pools();
     let dir = common::temp_dir("recovery-sigkill");
     let suite = common::root().join("pipelines/full-baseline.yaml");
@@ -175,10 +179,116 @@ fn sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were
     assert_eq!(pools(), before);
 }
 
+/// The cluster's OSD flags (`ceph osd dump`'s flags_set).
+fn osd_flags() -> Vec<String> {
+    let (ok, text) = ceph("ceph", &["osd", "dump", "--format", "json"]);
+    assert!(ok, "{text}");
+    let dump: Value = serde_json::from_str(text.trim()).unwrap();
+    dump["flags_set"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `cluster.flags: [noscrub, nodeep-scrub]`: set for the run and unset
+/// after it; after a SIGKILL, unset by `pipeline cleanup`; a flag that was
+/// already set is left set.
+fn scrub_flags_are_restored_after_a_run_and_after_sigkill() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let has = |flag: &str| osd_flags().contains(&flag.to_string());
+    assert!(!has("noscrub") && !has("nodeep-scrub"), "{:?}", osd_flags());
+    let dir = common::temp_dir("recovery-scrub-flags");
+    let suite = common::root().join("tests/ceph/scrub-flags.yaml");
+    let suite = suite.to_str().unwrap();
+
+    // A whole run: set during its stages (the watch sees OSDMAP_FLAGS from
+    // the first sample, the cluster's standing state then), unset after.
+    let run_dir = dir.join("whole");
+    let out = common::pipeline(&["run", suite, "--out", run_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("set OSD flag noscrub for the run"),
+        "{}",
+        text(&out)
+    );
+    assert!(!has("noscrub") && !has("nodeep-scrub"), "{:?}", osd_flags());
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let flags: Vec<&Value> = r["created"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "osd_flag")
+        .collect();
+    assert_eq!(flags.len(), 2, "{:#}", r["created"]);
+    assert!(flags.iter().all(|f| f["removed"] == true), "{flags:#?}");
+    let write = common::stage(&r, "write");
+    let first = &write["cluster"]["samples"][0];
+    assert!(
+        first["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "OSDMAP_FLAGS"),
+        "{write:#}"
+    );
+    assert!(write["cluster"]["unhealthy"].is_null(), "{write:#}");
+
+    // noscrub set beforehand by someone else; the run is killed mid-write.
+    assert!(ceph("ceph", &["osd", "set", "noscrub"]).0);
+    let run_dir = dir.join("killed");
+    let mut child = common::pipeline_command(&[
+        "run",
+        suite,
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--set",
+        "seconds=30",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // The pool is journalled as the pool stage makes it; the kill lands
+    // in that stage or early in the write.
+    wait_for_created(&run_dir, "pool", Instant::now() + Duration::from_secs(120));
+    assert!(has("noscrub") && has("nodeep-scrub"), "{:?}", osd_flags());
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    child.wait().unwrap();
+    assert!(
+        has("nodeep-scrub"),
+        "the killed run could not have unset it"
+    );
+    let cleaned = common::pipeline(&["cleanup", run_dir.to_str().unwrap()]);
+    let shown = text(&cleaned);
+    assert_eq!(cleaned.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("unset OSD flag nodeep-scrub"), "{shown}");
+    assert!(!shown.contains("unset OSD flag noscrub"), "{shown}");
+    let left = osd_flags();
+    assert!(ceph("ceph", &["osd", "unset", "noscrub"]).0);
+    assert!(
+        left.contains(&"noscrub".to_string()) && !left.contains(&"nodeep-scrub".to_string()),
+        "{left:?}"
+    );
+}
+
 fn main() {
-    pipeline_test_tiers::run(vec![live(
-        "sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were",
-        &[Tier::Cluster],
-        sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were,
-    )]);
+    pipeline_test_tiers::run(vec![
+        live(
+            "sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were",
+            &[Tier::Cluster],
+            sigkill_mid_full_baseline_then_pipeline_cleanup_leaves_the_pools_as_they_were,
+        ),
+        live(
+            "scrub_flags_are_restored_after_a_run_and_after_sigkill",
+            &[Tier::Cluster],
+            scrub_flags_are_restored_after_a_run_and_after_sigkill,
+        ),
+    ]);
 }

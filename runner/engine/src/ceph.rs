@@ -32,6 +32,11 @@ pub struct ClusterConfig {
     /// were not active+clean or a health check was raised. Default: true.
     #[serde(default)]
     pub watch: Option<Sp<bool>>,
+    /// OSD flags set for the whole run and unset after it (success, failure,
+    /// Ctrl-C, or `pipeline cleanup` after a kill): `noscrub`,
+    /// `nodeep-scrub`. A flag already set when the run begins is left as it is.
+    #[serde(default)]
+    pub flags: Vec<Sp<String>>,
 }
 
 pub use pipeline_stage_api::ceph::{CephConnection, default_conf};

@@ -6,6 +6,7 @@
 pub mod cancel;
 pub mod ceph;
 pub mod client_versions;
+pub mod cluster_flags;
 pub mod cluster_watch;
 pub mod compare;
 pub mod compile;

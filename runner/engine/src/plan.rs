@@ -28,6 +28,8 @@ pub struct Plan {
     /// `cluster.watch`: the cluster's state is sampled beside each stage
     /// that reports figures ([`crate::cluster_watch`]).
     pub cluster_watch: bool,
+    /// `cluster.flags`: OSD flags set for the run ([`crate::cluster_flags`]).
+    pub cluster_flags: Vec<String>,
     pub stages: Vec<PlannedStage>,
     pub cleanup: Vec<PlannedStage>,
     pub report: ReportConfig,

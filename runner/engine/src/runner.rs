@@ -57,6 +57,16 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         started,
         lock,
     } = start_run(plan, opts.out_dir, &opts.runs_root, opts.progress)?;
+    let said = crate::cluster_flags::set(
+        &plan.ceph,
+        &runner.run_dir,
+        &plan.cluster_flags,
+        &mut runner.ledger,
+    );
+    for line in said {
+        runner.progress.line(&line);
+    }
+    runner.save();
     // Benchmark stages: cancelled by the first signal.
     let cancel = opts.signals.token();
     let rounds = runner.run_rounds(&opts.signals, &cancel);
@@ -172,6 +182,8 @@ fn finish_run(
     cancel: &CancelToken,
     cleanup_cancelled: bool,
 ) -> RunOutcome {
+    // After the cleanup stages, whatever happened: the flags the run set.
+    restore_cluster_flags(&mut runner);
     let interrupted = cancel.is_cancelled();
     let ended = Utc::now();
     runner.results.status = final_status(&runner.results, interrupted || cleanup_cancelled);
@@ -248,7 +260,18 @@ pub fn clean_up_again(
         runner.append_cleanup_record(record);
         runner.save();
     }
+    restore_cluster_flags(&mut runner);
+    runner.save();
     runner.results
+}
+
+/// Unsets the OSD flags the run set (`cluster.flags`), saying so.
+fn restore_cluster_flags(runner: &mut Runner<'_>) {
+    let (said, _) =
+        crate::cluster_flags::restore(&runner.plan.ceph, &runner.run_dir, &mut runner.ledger);
+    for line in said {
+        runner.progress.line(&line);
+    }
 }
 
 fn prepare_run_dir(plan: &Plan, run_dir: &Path) -> Result<(), RunError> {

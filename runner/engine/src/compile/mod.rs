@@ -89,6 +89,7 @@ pub fn compile(
         .collect();
     let vars = vars::resolve_vars(config, options, &env, source, &mut diags);
     let ceph = vars::resolve_cluster(config, &vars, &env, source, &mut diags);
+    let cluster_flags = vars::cluster_flags(config, source, &mut diags);
     let inventory = inventory::resolve_inventory(config, &vars, &env, source, &mut diags);
     let clients = clients::resolve_clients(config, &vars, &env, source, &mut diags);
 
@@ -155,6 +156,7 @@ pub fn compile(
             .as_ref()
             .and_then(|c| c.watch.as_ref())
             .is_none_or(|w| **w),
+        cluster_flags,
         stages: main,
         cleanup,
         report: config.report.clone(),

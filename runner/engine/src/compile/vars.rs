@@ -229,6 +229,38 @@ fn parse_scalar(text: &str) -> Node {
         .unwrap_or_else(|| Node::new(NodeValue::String(text.to_string()), Loc::default()))
 }
 
+/// `cluster.flags`, each one of [`crate::cluster_flags::ALLOWED`], once.
+pub fn cluster_flags(
+    config: &PipelineConfig,
+    source: &Arc<Source>,
+    diags: &mut Diagnostics,
+) -> Vec<String> {
+    let Some(cluster) = config.cluster.as_ref() else {
+        return Vec::new();
+    };
+    let mut flags: Vec<String> = Vec::new();
+    for flag in &cluster.flags {
+        if !crate::cluster_flags::ALLOWED.contains(&flag.as_str()) {
+            diags.push(
+                Diagnostic::error(format!("`{}` is not an OSD flag a suite may set", **flag))
+                    .at(source, flag.loc)
+                    .with_help(format!(
+                        "`cluster.flags` takes {}: they pause background work and change no data",
+                        crate::cluster_flags::ALLOWED.join(", ")
+                    )),
+            );
+        } else if flags.contains(&flag.value) {
+            diags.push(
+                Diagnostic::error(format!("OSD flag `{}` is listed twice", **flag))
+                    .at(source, flag.loc),
+            );
+        } else {
+            flags.push(flag.value.clone());
+        }
+    }
+    flags
+}
+
 pub fn resolve_cluster(
     config: &PipelineConfig,
     vars: &Map<String, Value>,
