@@ -119,16 +119,17 @@ pub(crate) fn up(
     }
     let registry_port_free =
         ports::ensure_free(&[(crate::registry::REGISTRY_PORT, "plugin registry")]);
-    let with_registry = crate::registry::available()
-        && match registry_port_free {
-            Ok(()) => true,
+    // Why there is no registry, when there is none (said once the cluster is up).
+    let without_registry: Option<String> = if !crate::registry::available() {
+        Some("docker-registry is not installed".into())
+    } else {
+        match registry_port_free {
+            Ok(()) => None,
             // The lab is the second sandbox on a machine whose first holds the registry.
-            Err(e) if plan.is_some() => {
-                say(&format!("no plugin registry for the lab: {e}"));
-                false
-            }
+            Err(e) if plan.is_some() => Some(e.to_string()),
             Err(e) => return Err(e),
-        };
+        }
+    };
     if release.is_tested() {
         say(&format!("Ceph {}", release.describe()));
     } else {
@@ -163,15 +164,15 @@ pub(crate) fn up(
             )
         })
         .and_then(|mut env| {
-            if with_registry {
+            if without_registry.is_none() {
                 let pid = crate::registry::start(&layout, &deadline)?;
                 env.registry = Some(crate::registry::address());
                 say(&format!(
                     "plugin registry on {} (pid {pid})",
                     crate::registry::address()
                 ));
-            } else {
-                say("no plugin registry: docker-registry is not installed");
+            } else if let Some(why) = &without_registry {
+                say(&format!("no plugin registry: {why}"));
             }
             Ok(env)
         });
