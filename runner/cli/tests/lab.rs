@@ -398,6 +398,11 @@ fn faults_under_load(env: &[(String, String)], scratch: &Path) {
         (timeline[1].0.as_str(), timeline[1].1.as_str()),
         ("undo", "ok")
     );
+    // The cluster watch flags the write: measured while PGs were degraded.
+    let flag = write["cluster"]["unhealthy"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the write was not flagged: {:#}", write["cluster"]));
+    assert!(flag.contains("degraded"), "{flag}");
     assert!((4.9..6.0).contains(&timeline[0].2), "{timeline:?}");
     assert!((10.9..12.0).contains(&timeline[1].2), "{timeline:?}");
     assert!(metric(write, "bandwidth", &[("host", "all")]).unwrap() > 0.0);
