@@ -57,6 +57,77 @@ impl ClusterStatus {
     }
 }
 
+/// What `ceph pg stat --format json` says of the PGs: the manager's own
+/// view, fresher than the digest of it that `ceph status` carries (the
+/// monitor's copy lags by up to its digest period: a pool created a second
+/// ago is missing there, or its PGs still `unknown` after the manager has
+/// them active+clean).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgStat {
+    pub num_pgs: u64,
+    pub pgs_by_state: Vec<(String, u64)>,
+    pub recovering_bytes_per_sec: f64,
+    pub recovering_objects_per_sec: f64,
+}
+
+impl ClusterStatus {
+    /// The PG figures replaced by the manager's own (`ceph pg stat`).
+    pub fn with_pgs(mut self, pgs: PgStat) -> Self {
+        self.num_pgs = pgs.num_pgs;
+        self.pgs_by_state = pgs.pgs_by_state;
+        self.recovering_bytes_per_sec = pgs.recovering_bytes_per_sec;
+        self.recovering_objects_per_sec = pgs.recovering_objects_per_sec;
+        self
+    }
+}
+
+/// Parses `ceph pg stat --format json`:
+/// `{"pg_ready":true,"pg_summary":{"num_pg_by_state":[{"name":"active+clean","num":49}],"num_pgs":49,...}}`.
+pub fn parse_pg_stat(text: &str) -> Result<PgStat, ParseError> {
+    const TOOL: &str = "ceph pg stat";
+    let doc = json_document(TOOL, text)?;
+    let summary = doc
+        .get("pg_summary")
+        .ok_or_else(|| ParseError::missing(TOOL, "a \"pg_summary\" member", text))?;
+    let num_pgs = summary
+        .get("num_pgs")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| ParseError::missing(TOOL, "a count \"num_pgs\"", text))?;
+    let states = match summary.get("num_pg_by_state") {
+        None => Vec::new(),
+        Some(Value::Array(states)) => states
+            .iter()
+            .map(|s| {
+                match (
+                    s.get("name").and_then(Value::as_str),
+                    s.get("num").and_then(Value::as_u64),
+                ) {
+                    (Some(name), Some(n)) => Ok((name.to_string(), n)),
+                    _ => Err(ParseError::missing(
+                        TOOL,
+                        "num_pg_by_state entries with a name and a num",
+                        text,
+                    )),
+                }
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(ParseError::missing(
+                TOOL,
+                "\"num_pg_by_state\" as a list",
+                text,
+            ));
+        }
+    };
+    let rate = |field: &str| summary.get(field).and_then(Value::as_f64).unwrap_or(0.0);
+    Ok(PgStat {
+        num_pgs,
+        pgs_by_state: states,
+        recovering_bytes_per_sec: rate("recovering_bytes_per_sec"),
+        recovering_objects_per_sec: rate("recovering_objects_per_sec"),
+    })
+}
+
 /// Parses `ceph status --format json` (lines before the JSON are skipped).
 pub fn parse(text: &str) -> Result<ClusterStatus, ParseError> {
     let doc = json_document(TOOL, text)?;

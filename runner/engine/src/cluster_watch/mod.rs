@@ -220,6 +220,9 @@ struct Line {
     status: Option<serde_json::Value>,
     #[serde(default)]
     error: Option<String>,
+    /// The manager's `pg stat`, when it answered.
+    #[serde(default)]
+    pg_stat: Option<serde_json::Value>,
 }
 
 fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>) {
@@ -248,7 +251,13 @@ fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>
                     return Err(crate::terminal::line(&error).chars().take(300).collect());
                 }
                 let status = l.status.ok_or("a sample without a status")?;
-                let parsed = ceph_status::parse(&status.to_string()).map_err(|e| e.to_string())?;
+                let mut parsed =
+                    ceph_status::parse(&status.to_string()).map_err(|e| e.to_string())?;
+                if let Some(pgs) = &l.pg_stat {
+                    let pgs =
+                        ceph_status::parse_pg_stat(&pgs.to_string()).map_err(|e| e.to_string())?;
+                    parsed = parsed.with_pgs(pgs);
+                }
                 let t_s = (l.t - epoch_start).max(0.0);
                 Ok(ClusterSample::from_status(t_s, &parsed))
             });

@@ -1,5 +1,6 @@
 # The cluster watch's sampler (runner/engine/src/cluster_watch/mod.rs):
-# `ceph status` once a second over one librados connection, a JSON line each
+# `ceph status` (and the manager's `pg stat`) once a second over one librados
+# connection, a JSON line each
 # on stdout, until stdin closes. Run by the Python that runs the `ceph` CLI
 # (its `rados` module is the one the CLI itself uses). One connection does
 # what `ceph status -f json` does per call for 0.4 ms of CPU instead of 230
@@ -36,13 +37,19 @@ def main():
         emit({"t": time.time(), "error": f"cannot connect: {e}"})
         return
     command = json.dumps({"prefix": "status", "format": "json"})
+    # The PGs from the manager itself: the monitor's copy in `status` lags.
+    pg_stat = json.dumps({"prefix": "pg stat", "format": "json"})
     next_at = time.monotonic()
     while True:
         t = time.time()
         try:
             ret, out, err = cluster.mon_command(command, b"", timeout=int(max(1, timeout)))
             if ret == 0:
-                emit({"t": t, "status": json.loads(out)})
+                sample = {"t": t, "status": json.loads(out)}
+                ret, out, _ = cluster.mgr_command(pg_stat, b"", timeout=int(max(1, timeout)))
+                if ret == 0:
+                    sample["pg_stat"] = json.loads(out)
+                emit(sample)
             else:
                 emit({"t": t, "error": f"status returned {ret}: {err}"})
         except Exception as e:  # noqa: BLE001
