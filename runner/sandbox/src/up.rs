@@ -1,6 +1,6 @@
 //! `up`: from an empty (or stale) directory to a cluster that answers S3 and Swift.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::bootstrap::{self, SWIFT_SUBUSER, Secrets};
 use crate::ceph_cli::ceph_json;
@@ -307,7 +307,49 @@ fn start_and_wait(
     })?;
     say("rgw answering S3 and Swift");
     acknowledge_known_warnings(layout, deadline, say)?;
+    settle_health(layout, deadline, say)?;
     Ok(env)
+}
+
+/// Longest `up` waits, once everything answers, for the monitor's health to catch up.
+const HEALTH_SETTLE: Duration = Duration::from_secs(30);
+
+/// Waits, bounded, for HEALTH_OK: the monitor's health trails what `up` just did by a
+/// few seconds (a gateway pool whose application was enabled a moment ago still shows
+/// as POOL_APP_NOT_ENABLED, seen on 18.2), and a sandbox that says it is ready should
+/// not report a warning its next `ceph -s` no longer has. A check still raised after
+/// [`HEALTH_SETTLE`] is said, not hidden, and `up` goes on.
+fn settle_health(
+    layout: &Layout,
+    deadline: &Deadline,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), SandboxError> {
+    let until = Instant::now() + HEALTH_SETTLE;
+    loop {
+        let json = ceph_json(layout, &["health"], deadline.limit(QUERY_TIMEOUT))?;
+        let health: serde_json::Value =
+            serde_json::from_str(json.trim()).map_err(|e| SandboxError::Parse {
+                what: "`ceph health -f json`".into(),
+                detail: e.to_string(),
+            })?;
+        if health["status"] == "HEALTH_OK" {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            let checks: Vec<&str> = health["checks"]
+                .as_object()
+                .map(|c| c.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            say(&format!(
+                "health is {} after {} s: {}",
+                health["status"].as_str().unwrap_or("unknown"),
+                HEALTH_SETTLE.as_secs(),
+                checks.join(", ")
+            ));
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Mutes the health warnings a release raises on every fresh cluster of its own

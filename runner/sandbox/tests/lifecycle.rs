@@ -123,6 +123,13 @@ fn up_use_down() {
     // pool deletion is disabled
     let out = ceph(&env.ceph_conf, &["osd", "pool", "create", "sbxtest", "8"]);
     assert!(out.status.success(), "{out:?}");
+    // With an application, as every pool of a run has: a pool without one is
+    // POOL_APP_NOT_ENABLED, and the health check below wants HEALTH_OK.
+    let out = ceph(
+        &env.ceph_conf,
+        &["osd", "pool", "application", "enable", "sbxtest", "rados"],
+    );
+    assert!(out.status.success(), "{out:?}");
     let out = ceph(
         &env.ceph_conf,
         &[
@@ -174,7 +181,18 @@ fn up_use_down() {
     let status = pipeline_sandbox::status(&dir).unwrap();
     assert!(status.all_running(), "{status}");
     // (18.2 on Debian: "HEALTH_OK (muted: 13 mgr modules have failed dependencies)")
-    let health = status.health.as_deref().unwrap_or_default();
+    // The monitor's health trails the pool changes above by up to a few
+    // seconds (the pool may still be listed as having no application, seen
+    // on 18.2): the health it settles on is what counts, within 30 s.
+    let settle = Instant::now() + Duration::from_secs(30);
+    let mut health = status.health.clone().unwrap_or_default();
+    while !health.starts_with("HEALTH_OK") && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(500));
+        health = pipeline_sandbox::status(&dir)
+            .unwrap()
+            .health
+            .unwrap_or_default();
+    }
     assert!(health.starts_with("HEALTH_OK"), "{health}");
     let err = pipeline_sandbox::up(&opts, &mut |_| {}).unwrap_err();
     assert!(matches!(err, SandboxError::AlreadyRunning { .. }), "{err}");
