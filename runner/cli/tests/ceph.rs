@@ -702,6 +702,83 @@ fn a_stage_measured_while_pgs_remap_is_flagged() {
     );
 }
 
+/// Two runs of one suite with a monitor setting and a property of a pool
+/// both clusters had changed in between: `pipeline compare` names them
+/// (config and pool) and nothing else of the cluster.
+fn compare_names_the_setting_and_the_pool_property_that_changed() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = "pipeline-test-what-changed";
+    let (ok, text) = ceph(
+        "ceph",
+        &[
+            "osd",
+            "pool",
+            "create",
+            pool,
+            "8",
+            "8",
+            "replicated",
+            "--size",
+            "1",
+        ],
+    );
+    assert!(ok, "{text}");
+    let (ok, text) = ceph(
+        "ceph",
+        &["osd", "pool", "application", "enable", pool, "rados"],
+    );
+    assert!(ok, "{text}");
+    // Whatever happens below, the cluster is left as it was found.
+    struct Restore(&'static str);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = ceph("ceph", &["config", "rm", "osd", "osd_max_backfills"]);
+            delete_pool(self.0);
+        }
+    }
+    let _restore = Restore(pool);
+
+    let (code, _, _, first) = run_in("tests/ceph/what-changed.yaml", &[]);
+    assert_eq!(code, Some(0));
+    // The second run empties the same scratch folder: the first's results move out.
+    let kept = common::temp_dir("what-changed-baseline");
+    let before = kept.join("results.json");
+    std::fs::rename(first.join("results.json"), &before).unwrap();
+    let (ok, text) = ceph("ceph", &["config", "set", "osd", "osd_max_backfills", "3"]);
+    assert!(ok, "{text}");
+    let (ok, text) = ceph("ceph", &["osd", "pool", "set", pool, "size", "2"]);
+    assert!(ok, "{text}");
+    let (code, _, _, after) = run_in("tests/ceph/what-changed.yaml", &[]);
+    assert_eq!(code, Some(0));
+
+    let after = after.join("results.json");
+    let out = common::pipeline(&["compare", before.to_str().unwrap(), after.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let section: Vec<&str> = text
+        .split("## What differs between the runs")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section: {text}"))
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with("- "))
+        .collect();
+    assert!(
+        section.contains(&"- config osd/osd_max_backfills (unset) → 3"),
+        "{text}"
+    );
+    // Ceph moves min_size with size: both are listed.
+    for line in [
+        format!("- pool {pool} size 1 → 2"),
+        format!("- pool {pool} min_size 1 → 2"),
+    ] {
+        assert!(section.contains(&line.as_str()), "{text}");
+    }
+    // The run's own pool (created after ceph-info ran) and the unchanged
+    // gateway pools are not listed; only these changes are.
+    assert_eq!(section.len(), 3, "{text}");
+    let _ = std::fs::remove_dir_all(kept);
+}
+
 /// Every PG active+clean (after a fault), within two minutes.
 fn wait_until_clean() {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
@@ -772,6 +849,11 @@ fn main() {
             "cleanup_attempts_every_removal_and_reports_each_failure",
             &[Tier::Cluster],
             cleanup_attempts_every_removal_and_reports_each_failure,
+        ),
+        live(
+            "compare_names_the_setting_and_the_pool_property_that_changed",
+            &[Tier::Cluster],
+            compare_names_the_setting_and_the_pool_property_that_changed,
         ),
         live(
             "runs_sharing_a_pool_remove_only_their_own_objects",

@@ -351,6 +351,8 @@ fn a_client_upgrade_is_named_above_the_figures() {
             "client versions",
             "daemon versions",
             "configuration",
+            "pools",
+            "layout",
             "kernels"
         ])
     );

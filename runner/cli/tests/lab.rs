@@ -224,6 +224,25 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
     assert!(out.status.success(), "{}", text(&out));
     let back = ssh(&env, &addresses["client1"], "true");
     assert!(back.status.success(), "after restore-link: {}", text(&back));
+    // A host stopped and started again: the pid start-host spares (the runner
+    // stops every other process a `during:` command leaves) is the sshd that
+    // now listens, not the killed one its stale pid file named.
+    let out = fault(&["stop-host", "--host", "client2"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = fault(&["start-host", "--host", "client2"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let spared: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("spare-pid:")?.trim().parse().ok())
+        .collect();
+    let listener = std::fs::read(format!("/proc/{}/cmdline", spared[0])).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&listener).contains("sshd_config.client2"),
+        "spared {spared:?}: {}",
+        text(&out)
+    );
+    let back = ssh(&env, &addresses["client2"], "true");
+    assert!(back.status.success(), "after start-host: {}", text(&back));
     let out = fault(&["stop-osds", "--host", "node9"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
@@ -461,6 +480,8 @@ fn faults_under_load(env: &[(String, String)], scratch: &Path) {
     );
     let notes = get["notes"].to_string();
     assert!(notes.contains("host client2 was lost"), "{notes}");
+    // The sshd start-host started is spared, not stopped as the stage's orphan.
+    assert!(!notes.contains("left running"), "{notes}");
     assert!(metric(get, "ops_per_s", &[("host", "client1")]).unwrap() > 0.0);
     let timeline = events(get);
     assert_eq!(

@@ -18,6 +18,10 @@ use pipeline_stage_api::client_root;
 const DAEMON_VERSIONS: &str = "ceph versions";
 /// The fact with the monitors' configuration database.
 const CONFIG_DUMP: &str = "ceph config dump";
+/// The fact with each pool's replication, placement groups and options.
+const POOL_DETAIL: &str = "ceph osd pool ls detail";
+/// The fact with the CRUSH hierarchy: hosts and their OSDs.
+const OSD_TREE: &str = "ceph osd tree";
 
 /// One difference between the baseline's environment and a candidate's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -51,6 +55,10 @@ pub enum ChangeKind {
     Daemons,
     /// A setting of `ceph config dump`.
     Config,
+    /// A property of a pool both runs' clusters had (`ceph osd pool ls detail`).
+    Pool,
+    /// The cluster's shape: hosts and OSDs in the CRUSH tree.
+    Layout,
     /// `uname -r` of a host.
     Kernel,
 }
@@ -61,6 +69,8 @@ impl ChangeKind {
             ChangeKind::Client => "client",
             ChangeKind::Daemons => "daemons",
             ChangeKind::Config => "config",
+            ChangeKind::Pool => "pool",
+            ChangeKind::Layout => "layout",
             ChangeKind::Kernel => "kernel",
         }
     }
@@ -71,7 +81,7 @@ impl EnvironmentChange {
     pub fn describe(&self) -> String {
         let side = |v: &Option<String>| {
             v.clone().unwrap_or_else(|| match self.kind {
-                ChangeKind::Config => "(unset)".to_string(),
+                ChangeKind::Config | ChangeKind::Pool => "(unset)".to_string(),
                 _ => "(none)".to_string(),
             })
         };
@@ -115,12 +125,14 @@ type Recorded = dyn Fn(&RunResults) -> bool;
 /// Compares the baseline's environment with each candidate's.
 pub fn diff(baseline: &RunResults, candidates: &[&RunResults]) -> EnvironmentDiff {
     let mut out = EnvironmentDiff::default();
-    let aspects: [(&str, &Recorded); 4] = [
+    let aspects: [(&str, &Recorded); 6] = [
         ("client versions", &|r| {
             r.stages.iter().any(|s| !s.client_versions.is_empty())
         }),
         ("daemon versions", &|r| fact(r, DAEMON_VERSIONS).is_some()),
         ("configuration", &|r| fact(r, CONFIG_DUMP).is_some()),
+        ("pools", &|r| fact(r, POOL_DETAIL).is_some()),
+        ("layout", &|r| fact(r, OSD_TREE).is_some()),
         ("kernels", &|_| true),
     ];
     for (name, recorded) in aspects {
@@ -132,6 +144,8 @@ pub fn diff(baseline: &RunResults, candidates: &[&RunResults]) -> EnvironmentDif
         out.changes.extend(client_changes(baseline, candidate, i));
         out.changes.extend(daemon_changes(baseline, candidate, i));
         out.changes.extend(config_changes(baseline, candidate, i));
+        out.changes.extend(pool_changes(baseline, candidate, i));
+        out.changes.extend(layout_changes(baseline, candidate, i));
         out.changes.extend(kernel_changes(baseline, candidate, i));
     }
     out
@@ -316,6 +330,126 @@ fn config_changes(
         .collect()
 }
 
+/// The properties of a pool that change what a benchmark of it measures.
+const POOL_PROPERTIES: &[&str] = &[
+    "type",
+    "size",
+    "min_size",
+    "pg_num",
+    "crush_rule",
+    "erasure_code_profile",
+    "pg_autoscale_mode",
+    "flags_names",
+];
+
+/// `ceph osd pool ls detail`: `NAME PROPERTY` → value, with the pool's
+/// `options` (compression, target size…) as `NAME options.KEY`.
+fn pools(r: &RunResults) -> Option<BTreeMap<String, String>> {
+    let mut properties = BTreeMap::new();
+    for pool in fact(r, POOL_DETAIL)?.as_array()? {
+        let Some(name) = pool.get("pool_name").and_then(Value::as_str) else {
+            continue;
+        };
+        for key in POOL_PROPERTIES {
+            if let Some(v) = pool.get(*key) {
+                let shown = match (*key, v) {
+                    ("type", Value::Number(n)) => match n.as_u64() {
+                        Some(1) => "replicated".to_string(),
+                        Some(3) => "erasure".to_string(),
+                        _ => n.to_string(),
+                    },
+                    (_, Value::String(s)) if s.is_empty() => continue,
+                    (_, Value::String(s)) => s.clone(),
+                    (_, other) => other.to_string(),
+                };
+                properties.insert(format!("{name} {key}"), shown);
+            }
+        }
+        if let Some(options) = pool.get("options").and_then(Value::as_object) {
+            for (key, v) in options {
+                let shown = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                properties.insert(format!("{name} options.{key}"), shown);
+            }
+        }
+    }
+    Some(properties)
+}
+
+/// Pools both clusters had whose properties differ; a pool only one run
+/// saw (the run's own, or one created in between) is no change of it.
+fn pool_changes(base: &RunResults, cand: &RunResults, candidate: usize) -> Vec<EnvironmentChange> {
+    let (Some(before), Some(after)) = (pools(base), pools(cand)) else {
+        return Vec::new();
+    };
+    let pool_of = |key: &str| key.split(' ').next().unwrap_or_default().to_string();
+    let names = |m: &BTreeMap<String, String>| -> std::collections::BTreeSet<String> {
+        m.keys().map(|k| pool_of(k)).collect()
+    };
+    let shared: Vec<String> = names(&before)
+        .intersection(&names(&after))
+        .cloned()
+        .collect();
+    changed_entries(&before, &after)
+        .into_iter()
+        .filter(|(what, _, _)| shared.contains(&pool_of(what)))
+        .map(|(what, baseline, value)| EnvironmentChange {
+            candidate,
+            kind: ChangeKind::Pool,
+            what,
+            baseline,
+            value,
+            stages: Vec::new(),
+        })
+        .collect()
+}
+
+/// `ceph osd tree`: how many hosts and OSDs the CRUSH tree has, and how
+/// many OSDs each host.
+fn layout(r: &RunResults) -> Option<BTreeMap<String, String>> {
+    let nodes = fact(r, OSD_TREE)?.get("nodes")?.as_array()?;
+    let kind = |n: &Value| {
+        n.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut out = BTreeMap::new();
+    let osds = nodes.iter().filter(|n| kind(n) == "osd").count();
+    let hosts: Vec<&Value> = nodes.iter().filter(|n| kind(n) == "host").collect();
+    out.insert("osds".to_string(), osds.to_string());
+    out.insert("hosts".to_string(), hosts.len().to_string());
+    for host in hosts {
+        let name = host.get("name").and_then(Value::as_str).unwrap_or("?");
+        let children = host
+            .get("children")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        out.insert(format!("osds on {name}"), children.to_string());
+    }
+    Some(out)
+}
+
+fn layout_changes(
+    base: &RunResults,
+    cand: &RunResults,
+    candidate: usize,
+) -> Vec<EnvironmentChange> {
+    let (Some(before), Some(after)) = (layout(base), layout(cand)) else {
+        return Vec::new();
+    };
+    changed_entries(&before, &after)
+        .into_iter()
+        .map(|(what, baseline, value)| EnvironmentChange {
+            candidate,
+            kind: ChangeKind::Layout,
+            what,
+            baseline,
+            value,
+            stages: Vec::new(),
+        })
+        .collect()
+}
+
 /// Each host's `uname -r`: this machine's from the run, the others' from
 /// their client versions.
 fn kernels(r: &RunResults) -> BTreeMap<String, String> {
@@ -400,6 +534,8 @@ mod tests {
                 "client versions",
                 "daemon versions",
                 "configuration",
+                "pools",
+                "layout",
                 "kernels"
             ]
         );
@@ -421,6 +557,26 @@ mod tests {
         dump.as_array_mut().unwrap().push(serde_json::json!(
             {"section": "client", "name": "rbd_cache", "value": "false", "level": "advanced", "can_update_at_runtime": true, "mask": ""}
         ));
+        let pools = cand
+            .environment
+            .get_mut("ceph osd pool ls detail")
+            .and_then(Value::as_array_mut)
+            .unwrap();
+        pools[0]["size"] = serde_json::json!(2);
+        pools[0]["options"] = serde_json::json!({"compression_mode": "aggressive"});
+        // A pool only the candidate's cluster had is no change of a pool.
+        let mut extra = pools[0].clone();
+        extra["pool_name"] = serde_json::json!("made-in-between");
+        pools.push(extra);
+        let tree = cand.environment.get_mut("ceph osd tree").unwrap();
+        let osd = tree["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["type"] == "osd")
+            .unwrap()
+            .clone();
+        tree["nodes"].as_array_mut().unwrap().push(osd);
         let lines: Vec<String> = diff(&base, &[&cand])
             .changes
             .iter()
@@ -431,6 +587,9 @@ mod tests {
             [
                 "daemons osd 16.2.15 pacific (stable) → 18.2.7 reef (stable)",
                 "config client/rbd_cache (unset) → false",
+                "pool .rgw.root options.compression_mode (unset) → aggressive",
+                "pool .rgw.root size 3 → 2",
+                "layout osds 3 → 4",
                 format!("kernel local {} → 6.19.0", base.host.kernel).as_str(),
             ]
         );

@@ -307,8 +307,8 @@ fn environment_section(out: &mut String, c: &Comparison) {
 }
 
 /// The environment changes that concern a regression's stage: its
-/// client's, the cluster's and the kernels' (configuration changes are
-/// listed above, not repeated on every line).
+/// client's, the cluster's and the kernels' (configuration and pool changes
+/// are listed above, not repeated on every line).
 pub fn regression_changes<'a>(
     c: &'a Comparison,
     r: &super::Regression,
@@ -317,7 +317,9 @@ pub fn regression_changes<'a>(
         .changes
         .iter()
         .filter(|e| {
-            e.candidate == r.candidate && e.kind != ChangeKind::Config && e.concerns(&r.stage)
+            e.candidate == r.candidate
+                && !matches!(e.kind, ChangeKind::Config | ChangeKind::Pool)
+                && e.concerns(&r.stage)
         })
         .collect()
 }

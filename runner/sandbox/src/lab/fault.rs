@@ -160,7 +160,8 @@ fn apply_inner(
             let files = sshd::SshFiles {
                 dir: layout.dir().join("lab").join("ssh"),
             };
-            started_pids.extend(sshd::start(&files, &h)?);
+            let sshd_pid = sshd::start(&files, &h)?;
+            started_pids.push(sshd_pid);
             let mut daemons: Vec<Daemon> = topology
                 .daemons()
                 .into_iter()
@@ -174,7 +175,7 @@ fn apply_inner(
             });
             let started = start(layout, &topology, &daemons, started_pids)?;
             Ok(format!(
-                "{host} is back: sshd{}{}",
+                "{host} is back: sshd (pid {sshd_pid}){}{}",
                 if started.is_empty() { "" } else { ", " },
                 started.join(", ")
             ))

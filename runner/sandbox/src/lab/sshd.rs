@@ -97,11 +97,22 @@ pub(crate) fn write_files(files: &SshFiles, hosts: &[LabHost]) -> Result<(), San
 }
 
 /// Starts `host`'s sshd in its namespace (it daemonizes) and waits until it accepts TCP
-/// connections from the machine's namespace. Returns its pid, if its pid file names one.
-pub(crate) fn start(files: &SshFiles, host: &LabHost) -> Result<Option<u32>, SandboxError> {
+/// connections from the machine's namespace and its pid file names it. Returns its pid.
+pub(crate) fn start(files: &SshFiles, host: &LabHost) -> Result<u32, SandboxError> {
     // The privilege separation folder sshd insists on (no systemd to make it).
     std::fs::create_dir_all("/run/sshd")
         .map_err(SandboxError::io("create directory", "/run/sshd"))?;
+    // sshd writes its pid file after it binds its socket, so a connection can be accepted
+    // while the file still names the sshd that `fault stop-host` killed: the pid returned
+    // would be that dead one, and the runner, which spares only the pids a `during:`
+    // command names, stopped the new sshd as an orphan (a lab CI run, "client2 is not
+    // back"). The stale file goes first; the wait below is for a fresh one.
+    let pid_file = files.pid_file(host);
+    match std::fs::remove_file(&pid_file) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(SandboxError::io("remove", &pid_file)(e)),
+    }
     let mut cmd = net::in_netns(&host.netns, SSHD);
     cmd.arg("-f")
         .arg(files.config(host))
@@ -109,19 +120,36 @@ pub(crate) fn start(files: &SshFiles, host: &LabHost) -> Result<Option<u32>, San
         .arg(files.log(host));
     process::run_ok(cmd, Duration::from_secs(10))?;
     let start = Instant::now();
-    while !net::accepts(host.address, SSH_PORT, Duration::from_millis(500)) {
+    loop {
+        let pid = crate::pids::read_pid(&pid_file).filter(|&p| is_sshd_of(files, host, p));
+        if let Some(pid) = pid
+            && net::accepts(host.address, SSH_PORT, Duration::from_millis(500))
+        {
+            return Ok(pid);
+        }
         if start.elapsed() > START_TIMEOUT {
+            let what = if pid.is_none() {
+                format!("{} names no running sshd", pid_file.display())
+            } else {
+                format!("{}:{SSH_PORT} refuses connections", host.address)
+            };
             return Err(SandboxError::DaemonStart {
                 daemon: format!("sshd of {}", host.name),
-                detail: format!(
-                    "{}:{SSH_PORT} refuses connections after {START_TIMEOUT:?}",
-                    host.address
-                ),
+                detail: format!("{what} after {START_TIMEOUT:?}"),
                 tail: crate::logs::tail_file(&files.log(host), 20),
                 log: files.log(host),
             });
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(crate::pids::read_pid(&files.pid_file(host)))
+}
+
+/// Whether `pid` runs with `host`'s sshd config (sshd retitles itself, "sshd: /usr/sbin/sshd
+/// -f CONFIG … [listener] …", so the config path is looked for anywhere in its command line).
+fn is_sshd_of(files: &SshFiles, host: &LabHost, pid: u32) -> bool {
+    let config = files.config(host).to_string_lossy().into_owned();
+    match crate::pids::proc_state(pid) {
+        crate::pids::ProcState::Alive { argv } => argv.iter().any(|a| a.contains(&config)),
+        _ => false,
+    }
 }
