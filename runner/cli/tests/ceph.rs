@@ -15,7 +15,7 @@ use serde_json::Value;
 
 static CLUSTER: Mutex<()> = Mutex::new(());
 
-use common::cluster::{ceph, pools};
+use common::cluster::{ceph, pools, wait_until_clean};
 
 fn delete_pool(pool: &str) {
     ceph(
@@ -777,30 +777,6 @@ fn compare_names_the_setting_and_the_pool_property_that_changed() {
     // gateway pools are not listed; only these changes are.
     assert_eq!(section.len(), 3, "{text}");
     let _ = std::fs::remove_dir_all(kept);
-}
-
-/// Every PG active+clean (after a fault), within two minutes.
-fn wait_until_clean() {
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let (ok, text) = ceph("ceph", &["pg", "stat", "--format", "json"]);
-        let clean = ok
-            && serde_json::from_str::<Value>(text.trim()).is_ok_and(|stat| {
-                let states = stat["pg_summary"]["num_pg_by_state"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                !states.is_empty() && states.iter().all(|s| s["name"] == "active+clean")
-            });
-        if clean {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "PGs not active+clean after 120 s: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }
 
 fn main() {

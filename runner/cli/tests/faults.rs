@@ -20,7 +20,7 @@ use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::cluster::{ceph, conf, pools};
+use common::cluster::{ceph, conf, pools, wait_until_clean};
 use serde_json::Value;
 
 static CLUSTER: Mutex<()> = Mutex::new(());
@@ -93,23 +93,6 @@ fn wait_for_stage(run_dir: &Path, id: &str, limit: Duration) {
                 .iter()
                 .any(|s| s["id"] == id)
         })
-    });
-}
-
-/// Every PG active+clean again (after a fault), so later tests find the
-/// cluster as they expect.
-fn wait_until_clean() {
-    wait_until("all PGs active+clean", Duration::from_secs(120), || {
-        let (ok, text) = ceph("ceph", &["pg", "stat", "--format", "json"]);
-        let Ok(stat) = serde_json::from_str::<Value>(text.trim()) else {
-            return false;
-        };
-        let _ = ok;
-        let states = stat["pg_summary"]["num_pg_by_state"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        !states.is_empty() && states.iter().all(|s| s["name"] == "active+clean")
     });
 }
 

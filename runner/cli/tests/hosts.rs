@@ -190,6 +190,46 @@ fn shape_of_stage(s: &Value) -> Value {
     })
 }
 
+/// Beside every benchmark that succeeded, this machine and each host that
+/// has figures were watched over the run's SSH connections: one series per
+/// host, this machine first, a sample a second on the runner's clock.
+fn assert_hosts_watched(case: &str, results: &Value) {
+    for stage in results["stages"].as_array().unwrap() {
+        let metrics = stage["metrics"].as_array().cloned().unwrap_or_default();
+        if stage["status"] != "succeeded" || metrics.is_empty() {
+            continue;
+        }
+        let watches = stage["hosts"].as_array().cloned().unwrap_or_default();
+        if watches.is_empty() {
+            // Steps without headline figures (drop-caches) are not watched.
+            continue;
+        }
+        let names: Vec<&str> = watches.iter().filter_map(|w| w["host"].as_str()).collect();
+        assert_eq!(names[0], "local", "{case}: {names:?}");
+        let hosts: std::collections::BTreeSet<&str> = metrics
+            .iter()
+            .filter_map(|m| m["labels"]["host"].as_str())
+            .filter(|h| *h != "all" && *h != "local")
+            .collect();
+        let long = stage["duration_s"].as_f64().unwrap_or(0.0) >= 1.5;
+        for host in hosts {
+            let watch = watches
+                .iter()
+                .find(|w| w["host"] == host)
+                .unwrap_or_else(|| panic!("{case}: {host} not watched: {names:?}"));
+            if long {
+                let samples = watch["samples"].as_array();
+                assert!(
+                    samples.is_some_and(|s| !s.is_empty()
+                        && s.iter()
+                            .all(|x| !x["cpu_busy_pct"].as_array().unwrap().is_empty())),
+                    "{case}: {host}: {watch:#}"
+                );
+            }
+        }
+    }
+}
+
 /// Rates must be measurements: positive, on every host and the aggregate.
 fn assert_rates_positive(case: &str, results: &Value) {
     for stage in results["stages"].as_array().unwrap() {
@@ -313,6 +353,7 @@ fn run_case(case: &Path) -> Value {
     let shape = match &results {
         Some(r) => {
             assert_rates_positive(&name, r);
+            assert_hosts_watched(&name, r);
             if name.starts_with("sync-start") {
                 assert_started_together(&name, r, &run_dir);
             }

@@ -468,6 +468,54 @@ fn faults_under_load(env: &[(String, String)], scratch: &Path) {
     assert!(connect + other > 0.0, "no errors counted: {put:#}");
     assert_eq!(events(put)[0].1, "ok");
 
+    // iperf3 from client1 to node1 at the lab's 200 Mbit/s: the host watch
+    // reads both hosts over SSH, on the runner's clock, and names client1's
+    // shaped NIC as what limited the figure.
+    let run_dir = scratch.join("nic-limited");
+    let out = common::pipeline_command(&[
+        "run",
+        "tests/lab/nic-limited.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ])
+    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let results = common::results(&run_dir).unwrap();
+    let link = common::stage(&results, "link");
+    let duration = link["duration_s"].as_f64().unwrap();
+    let watch = |host: &str| {
+        link["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["host"] == host)
+            .unwrap_or_else(|| panic!("{host} not watched: {link:#}"))
+            .clone()
+    };
+    for host in ["local", "node1", "client1"] {
+        let samples = watch(host)["samples"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(samples.len() >= 5, "{host}: {samples:?}");
+        let times: Vec<f64> = samples.iter().map(|s| s["t_s"].as_f64().unwrap()).collect();
+        assert!(
+            times.windows(2).all(|w| w[0] < w[1]) && times.iter().all(|t| *t <= duration + 0.5),
+            "{host}: {times:?} in a stage of {duration} s"
+        );
+    }
+    let limits = watch("client1")["limited_by"].to_string();
+    assert!(
+        limits.contains(
+            "network: eth0 of client1 sent ≥ 90% of the 200 Mb/s its egress is shaped to (tbf)"
+        ),
+        "{limits}"
+    );
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(report.contains("🔎 **Limited by client1:**"), "{report}");
+
     // client2 disappears 7 s into S3 GETs from both clients: named as lost,
     // excluded from host=all, back when the stage ends, its bucket removed
     // by cleanup.
@@ -482,6 +530,11 @@ fn faults_under_load(env: &[(String, String)], scratch: &Path) {
     assert!(notes.contains("host client2 was lost"), "{notes}");
     // The sshd start-host started is spared, not stopped as the stage's orphan.
     assert!(!notes.contains("left running"), "{notes}");
+    // The host watch of client2 ended with its host, and says so.
+    assert!(
+        notes.contains("the watch of client2 ended early"),
+        "{notes}"
+    );
     assert!(metric(get, "ops_per_s", &[("host", "client1")]).unwrap() > 0.0);
     let timeline = events(get);
     assert_eq!(

@@ -82,6 +82,62 @@ fn local_commands_record_their_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The host watch beside a benchmark: an iperf3 test that had to share
+/// every core with busy loops (a noisy neighbour, made by its `during:`) is
+/// flagged as limited by this machine's CPU, in results.json, the report
+/// and the progress line; its samples cover the stage second by second.
+#[test]
+fn a_stage_starved_of_cpu_is_flagged_as_limited_by_it() {
+    let dir = common::temp_dir("host-watch-cpu");
+    let run_dir = dir.join("run");
+    let out = common::pipeline(&[
+        "run",
+        "tests/host-watch/cpu-contention.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let watch = &r["stages"][0]["hosts"][0];
+    assert_eq!(watch["host"], "local", "{watch:#}");
+    let samples = watch["samples"].as_array().unwrap();
+    assert!((6..=8).contains(&samples.len()), "{watch:#}");
+    let cores = r["host"]["cpus"].as_u64().unwrap() as usize;
+    assert!(
+        samples
+            .iter()
+            .all(|s| s["cpu_busy_pct"].as_array().unwrap().len() == cores),
+        "{watch:#}"
+    );
+    let limits: Vec<&str> = watch["limited_by"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no limit found: {watch:#}"))
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        limits
+            .iter()
+            .any(|l| l.starts_with("CPU: every core of local ≥ 90% busy (")),
+        "{limits:?}"
+    );
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("🔎 **Limited by local:** CPU: every core of local")
+            && report.contains("🔎 host-limited"),
+        "{report}"
+    );
+    let progress = format!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        progress.contains("[limited by CPU: every core of local"),
+        "{progress}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--only ID` (README): just those stages, and cleanup; a stage whose
 /// inputs it leaves out, or an unknown id, is refused before anything runs.
 #[test]

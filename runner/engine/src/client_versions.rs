@@ -444,15 +444,10 @@ fn probe(
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     match finished.exit {
         Exit::Code(0) => Ok(parse_probe(&stdout)),
-        other => {
-            let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-            let last = stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
-            Err(format!("the probe ended with {other}: {}", last.trim()))
-        }
+        other => Err(format!(
+            "the probe ended with {other}: {}",
+            crate::terminal::last_line_of_file(&err)
+        )),
     }
 }
 

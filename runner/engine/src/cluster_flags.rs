@@ -157,20 +157,11 @@ fn ceph(conn: &CephConnection, dir: &Path, name: &str, args: &[&str]) -> Result<
     if finished.exit.success() {
         return Ok(std::fs::read_to_string(&out).unwrap_or_default());
     }
-    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-    let last = stderr
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
     Err(format!(
         "`{}` {}: {}",
         spec.display(),
         finished.exit,
-        crate::terminal::line(last)
-            .chars()
-            .take(300)
-            .collect::<String>()
+        crate::terminal::last_line_of_file(&err)
     ))
 }
 

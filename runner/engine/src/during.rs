@@ -347,9 +347,7 @@ fn command(
             (true, "ok".to_string())
         }
         Ok(f) => {
-            let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-            let last = stderr.lines().last().unwrap_or("").trim();
-            let tail: String = crate::terminal::line(last).chars().take(300).collect();
+            let tail = crate::terminal::last_line_of_file(&err);
             (false, format!("failed ({}): {tail}", f.exit))
         }
         Err(e) => (false, format!("could not start: {e}")),

@@ -17,6 +17,7 @@ pub mod facts;
 pub mod fanout;
 pub mod history;
 pub mod host;
+pub mod host_watch;
 pub mod hosts;
 pub mod orphans;
 mod per_host;

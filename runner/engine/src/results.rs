@@ -205,6 +205,10 @@ pub struct StageRecord {
     /// clean ([`crate::cluster_watch`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster_watch::ClusterWatch>,
+    /// The CPUs, disks and NICs of the hosts the stage ran on, sampled once
+    /// a second, and what limited its figures ([`crate::host_watch`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::host_watch::HostWatch>,
 }
 
 /// CPU time (user + system) of a stage's commands, summed over the commands

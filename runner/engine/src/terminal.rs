@@ -15,6 +15,33 @@ pub fn line(s: &str) -> String {
     clean(s, false)
 }
 
+/// Longest part of a command's stderr quoted in a message.
+const QUOTED_CHARS: usize = 300;
+/// How much of a stderr file's end is read for its last line.
+const TAIL_BYTES: u64 = 64 << 10;
+
+/// The last non-empty line of a command's stderr file, safe to show and at
+/// most 300 characters: what the commands the runner itself runs (`ceph osd
+/// set`, a client probe, a `during:` command) are quoted by when they fail.
+/// Only the file's last 64 KiB are read, however much it wrote.
+pub fn last_line_of_file(path: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut tail = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)));
+        let _ = f.take(TAIL_BYTES).read_to_end(&mut tail);
+    }
+    let text = String::from_utf8_lossy(&tail);
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    line(last).chars().take(QUOTED_CHARS).collect()
+}
+
 /// Several lines: `\n` and `\t` kept, everything else as in [`line`]
 /// (a `\r\n` becomes `\n`; a lone `\r` is dropped).
 pub fn text(s: &str) -> String {
@@ -96,6 +123,26 @@ fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_commands_stderr_is_quoted_by_its_last_line_cleaned_and_capped() {
+        let path = std::env::temp_dir().join(format!("pipeline-last-line-{}", std::process::id()));
+        // 1 MiB of noise, then a hostile last line, then blank lines.
+        let mut body = "x".repeat(1 << 20);
+        body.push_str("\nError EPERM: \u{1b}]0;pwned\u{7}");
+        body.push_str(&"y".repeat(1000));
+        body.push_str("\n\n  \n");
+        std::fs::write(&path, body).unwrap();
+        let last = last_line_of_file(&path);
+        assert!(last.starts_with("Error EPERM: "), "{last}");
+        assert!(
+            !last.contains('\u{1b}') && !last.contains('\u{7}'),
+            "{last:?}"
+        );
+        assert_eq!(last.chars().count(), QUOTED_CHARS);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(last_line_of_file(&path), "", "no file: nothing to quote");
+    }
 
     #[test]
     fn plain_text_is_unchanged() {

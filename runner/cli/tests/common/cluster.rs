@@ -40,3 +40,28 @@ pub fn pools() -> Vec<String> {
     // so a run's first bucket changes nothing here.
     serde_json::from_str(text.trim()).unwrap()
 }
+
+/// Every PG active+clean (after a fault), within two minutes, so later
+/// tests find the cluster as they expect.
+pub fn wait_until_clean() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (ok, text) = ceph("ceph", &["pg", "stat", "--format", "json"]);
+        let clean = ok
+            && serde_json::from_str::<serde_json::Value>(text.trim()).is_ok_and(|stat| {
+                let states = stat["pg_summary"]["num_pg_by_state"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                !states.is_empty() && states.iter().all(|s| s["name"] == "active+clean")
+            });
+        if clean {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "PGs not active+clean after 120 s: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}

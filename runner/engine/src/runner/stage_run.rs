@@ -66,6 +66,7 @@ impl Runner<'_> {
             client_versions: Vec::new(),
             events: Vec::new(),
             cluster: None,
+            hosts: Vec::new(),
         }
     }
 
@@ -134,20 +135,28 @@ impl Runner<'_> {
         let show = |m: &str| bar.message(m);
         let during_dir = self.stage_dir(stage).join("during");
         let conn = self.watches_cluster(stage).then(|| self.plan.ceph.clone());
-        let ((tools, watch), events) = crate::during::beside(&during, &during_dir, &show, || {
-            let mut run = || self.run_repetitions(stage, &params, &mut record, cancel, &show);
-            match &conn {
-                Some(conn) => {
-                    let (tools, watch) = crate::cluster_watch::beside(conn, run);
-                    (tools, Some(watch))
+        let watch_host = is_benchmark(stage);
+        let (((tools, watch), host), events) =
+            crate::during::beside(&during, &during_dir, &show, || {
+                let mut run = || self.run_repetitions(stage, &params, &mut record, cancel, &show);
+                let mut watched = || match &conn {
+                    Some(conn) => {
+                        let (tools, watch) = crate::cluster_watch::beside(conn, &mut run);
+                        (tools, Some(watch))
+                    }
+                    None => (run(), None),
+                };
+                if watch_host {
+                    crate::host_watch::beside(&stage.targets, watched)
+                } else {
+                    (watched(), Vec::new())
                 }
-                None => (run(), None),
-            }
-        });
+            });
         record_events(&mut record, events);
         if let Some(watch) = watch {
             record_cluster_watch(&mut record, watch);
         }
+        record_host_watch(&mut record, host);
         let elapsed = clock.elapsed();
         record.ended_at = Some(rfc3339(Utc::now()));
         record.duration_s = Some(elapsed.as_secs_f64());
@@ -170,9 +179,7 @@ impl Runner<'_> {
             .conf
             .as_deref()
             .unwrap_or("/etc/ceph/ceph.conf");
-        self.plan.cluster_watch
-            && stage.plugin.description.metrics.iter().any(|m| m.headline)
-            && Path::new(conf_exists).exists()
+        self.plan.cluster_watch && is_benchmark(stage) && Path::new(conf_exists).exists()
     }
 
     /// A stage's `when`, then its parameters rendered and checked against
@@ -482,6 +489,27 @@ fn render_during(
 /// asked for, or the fault outlived it).
 /// The watch into the record of a stage that reported figures; its flag,
 /// or why the cluster could not be watched, also as a note.
+/// A stage with headline figures: a benchmark, not a step such as `ceph-pool`.
+fn is_benchmark(stage: &PlannedStage) -> bool {
+    stage.plugin.description.metrics.iter().any(|m| m.headline)
+}
+
+fn record_host_watch(record: &mut StageRecord, watches: Vec<crate::host_watch::HostWatch>) {
+    if record.metrics.is_empty() {
+        return;
+    }
+    for w in &watches {
+        if let Some(error) = &w.error {
+            record.notes.push(if w.samples.is_empty() {
+                format!("{}'s CPU, disks and NICs were not watched: {error}", w.host)
+            } else {
+                format!("the watch of {} ended early: {error}", w.host)
+            });
+        }
+    }
+    record.hosts = watches;
+}
+
 fn record_cluster_watch(record: &mut StageRecord, watch: crate::cluster_watch::ClusterWatch) {
     if record.metrics.is_empty() {
         return;
@@ -598,6 +626,9 @@ fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
     }
     if let Some(unhealthy) = record.cluster.as_ref().and_then(|c| c.unhealthy.as_ref()) {
         line.push_str(&format!(" [cluster not clean: {unhealthy}]"));
+    }
+    for limit in record.hosts.iter().flat_map(|h| &h.limited_by) {
+        line.push_str(&format!(" [limited by {limit}]"));
     }
     line
 }

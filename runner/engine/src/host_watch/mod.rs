@@ -1,0 +1,377 @@
+//! This machine's CPUs, disks and network interfaces beside each benchmark
+//! stage, once a second from `/proc` ([`beside`]), and a verdict on what
+//! limited the stage's figures ([`verdict`]): every core busy, one core
+//! saturated while the others idled (a single-threaded client), a disk at
+//! its utilisation limit, a NIC at its link speed. Also what a person
+//! reading a figure wants to know next to it: CPU the hypervisor took
+//! (steal) and TCP segments retransmitted.
+//!
+//! Reading the four files costs about 0.1 ms of CPU a second (README,
+//! "What limited each figure"); no process is started.
+
+pub mod procfs;
+pub mod remote;
+pub mod verdict;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use pipeline_stage_api::hosts::Host;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One sample a second.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+/// At most this many samples per stage (over 27 h at 1 Hz); later ones are
+/// counted, not kept, so memory stays bounded.
+const MAX_SAMPLES: usize = 100_000;
+/// Longest `/proc` file read (a machine with thousands of devices is cut, not buffered whole).
+const MAX_FILE: u64 = 4 << 20;
+
+/// What one host's resources did during one stage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostWatch {
+    /// `local` (the machine the runner runs on), or an inventory host.
+    pub host: String,
+    pub interval_s: f64,
+    /// In time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<HostSample>,
+    /// Samples beyond the kept ones (a stage of over a day).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+    /// Why there are no samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Resources at their limit for at least half the stage, each with how
+    /// long: "every core of local ≥ 90% busy (28 s of 30)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limited_by: Vec<String>,
+    /// Worth knowing beside the figures, not a limit: steal, retransmits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<String>,
+    /// CPU time the watch itself used (reading and parsing `/proc`), so its
+    /// cost is on record beside what it measured.
+    #[serde(default)]
+    pub sampler_cpu_s: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One second of one host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostSample {
+    /// Seconds since the stage began (this machine's clock), at the end of the second.
+    pub t_s: f64,
+    /// Each core's busy share (user, nice, system, irq, softirq), in %.
+    pub cpu_busy_pct: Vec<f64>,
+    /// Share of all cores' time waiting on I/O, in %.
+    #[serde(default)]
+    pub cpu_iowait_pct: f64,
+    /// Share of all cores' time the hypervisor gave to other guests, in %.
+    #[serde(default)]
+    pub cpu_steal_pct: f64,
+    /// The block devices that did I/O.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub disks: BTreeMap<String, DiskSample>,
+    /// The interfaces that moved bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nics: BTreeMap<String, NicSample>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tcp_retransmits: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiskSample {
+    /// Share of the second the device had I/O in flight, in %.
+    pub util_pct: f64,
+    pub read_bytes_per_s: f64,
+    pub write_bytes_per_s: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NicSample {
+    pub rx_bytes_per_s: f64,
+    pub tx_bytes_per_s: f64,
+}
+
+/// Where readings come from: this machine's `/proc`, or a host's over SSH.
+enum Source {
+    Local,
+    Remote(Box<remote::Session>),
+}
+
+impl Source {
+    fn read(&mut self) -> Result<procfs::Snapshot, String> {
+        match self {
+            Source::Local => read_snapshot().ok_or_else(|| "/proc/stat is not readable".into()),
+            Source::Remote(session) => session.read(),
+        }
+    }
+
+    /// What each interface can carry.
+    fn rates(&self, samples: &[HostSample]) -> BTreeMap<String, procfs::LinkRate> {
+        match self {
+            Source::Local => local_rates(samples),
+            Source::Remote(session) => session.rates.clone(),
+        }
+    }
+}
+
+type Stop = Arc<(Mutex<bool>, Condvar)>;
+
+/// Runs `body` with this machine and each of `remotes` watched beside it;
+/// each host's samples and verdict, this machine first. A host that cannot
+/// be watched (its session fails) gets a record that says why.
+pub fn beside<R>(remotes: &[Host], body: impl FnOnce() -> R) -> (R, Vec<HostWatch>) {
+    let start = Instant::now();
+    let stop: Stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let mut running = Vec::new();
+    let mut failed = Vec::new();
+    let mut sources = vec![(crate::hosts::LOCAL.to_string(), Ok(Source::Local))];
+    for host in remotes.iter().filter(|h| !h.is_local()) {
+        let source = remote::Session::open(host).map(|s| Source::Remote(Box::new(s)));
+        sources.push((host.name.clone(), source));
+    }
+    for (name, source) in sources {
+        match source {
+            Ok(source) => {
+                let child = match &source {
+                    Source::Remote(session) => Some(Arc::clone(&session.child)),
+                    Source::Local => None,
+                };
+                let stop = Arc::clone(&stop);
+                let thread = std::thread::spawn(move || sample_until(&stop, start, source));
+                running.push((name, child, thread));
+            }
+            Err(error) => failed.push(HostWatch {
+                host: name,
+                error: Some(error),
+                ..HostWatch::default()
+            }),
+        }
+    }
+    let result = body();
+    let duration = start.elapsed().as_secs_f64();
+    {
+        let (lock, cvar) = &*stop;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cvar.notify_all();
+    }
+    let mut watches = Vec::new();
+    for (name, child, thread) in running {
+        // A host that stopped answering holds its thread in a read: its
+        // session is killed after a grace, which ends the read.
+        let grace = Instant::now() + INTERVAL * 3;
+        while !thread.is_finished() && Instant::now() < grace {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(child) = &child {
+            let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
+            if !thread.is_finished() {
+                let _ = child.kill();
+            }
+        }
+        let (mut watch, rates) = thread.join().unwrap_or_else(|_| {
+            (
+                HostWatch {
+                    error: Some("the host sampler panicked".into()),
+                    ..HostWatch::default()
+                },
+                BTreeMap::new(),
+            )
+        });
+        if let Some(child) = &child {
+            let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        watch.host = name;
+        watch.interval_s = INTERVAL.as_secs_f64();
+        let found = verdict::verdict(&watch.host, &watch.samples, duration, &rates);
+        watch.limited_by = found.limited_by;
+        watch.observations = found.observations;
+        watches.push(watch);
+    }
+    watches.extend(failed);
+    (result, watches)
+}
+
+/// Reads the counters once a second until told to stop, and once more then
+/// (so the stage's last part is in), each reading a sample of the second
+/// before. Also returns what the source knows of its interfaces' rates.
+fn sample_until(
+    stop: &(Mutex<bool>, Condvar),
+    start: Instant,
+    mut source: Source,
+) -> (HostWatch, BTreeMap<String, procfs::LinkRate>) {
+    let cpu_at_start = thread_cpu_s();
+    let mut watch = sample_loop(stop, start, &mut source);
+    watch.sampler_cpu_s = ((thread_cpu_s() - cpu_at_start) * 1e6).round() / 1e6;
+    let rates = source.rates(&watch.samples);
+    if let Source::Remote(session) = source {
+        // Its stdin closes here: the shell on the host ends.
+        drop(session);
+    }
+    (watch, rates)
+}
+
+/// This thread's CPU time (user + system), in seconds.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn sample_loop(stop: &(Mutex<bool>, Condvar), start: Instant, source: &mut Source) -> HostWatch {
+    let mut watch = HostWatch::default();
+    let mut before = match source.read() {
+        Ok(s) => s,
+        Err(e) => {
+            watch.error = Some(e);
+            return watch;
+        }
+    };
+    let mut before_at = Instant::now();
+    let mut next = before_at + INTERVAL;
+    loop {
+        let stopped = {
+            let (lock, cvar) = stop;
+            let mut done = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while !*done {
+                let left = next.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                done = cvar
+                    .wait_timeout(done, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *done
+        };
+        let seconds = before_at.elapsed().as_secs_f64();
+        // A stage's tail shorter than a fifth of a second says little; it is not a sample.
+        if !stopped || seconds >= 0.2 {
+            match source.read() {
+                Ok(after) => {
+                    // Stamped when the reading is complete: the runner's clock for every host.
+                    let now = Instant::now();
+                    let seconds = now.duration_since(before_at).as_secs_f64();
+                    let t_s = now.duration_since(start).as_secs_f64();
+                    if watch.samples.len() < MAX_SAMPLES {
+                        watch
+                            .samples
+                            .push(procfs::between(&before, &after, seconds, t_s));
+                    } else {
+                        watch.dropped += 1;
+                    }
+                    before = after;
+                    before_at = now;
+                }
+                Err(e) => {
+                    let at = start.elapsed().as_secs_f64();
+                    watch.error = Some(format!("{e} at {at:.0} s"));
+                    return watch;
+                }
+            }
+        }
+        if stopped {
+            return watch;
+        }
+        next += INTERVAL;
+        // After a stall (a suspended machine, a slow host), the next reading is a second from now.
+        let now = Instant::now();
+        if next < now {
+            next = now + INTERVAL;
+        }
+    }
+}
+
+fn read_bounded(path: &str) -> Option<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_FILE)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+fn read_snapshot() -> Option<procfs::Snapshot> {
+    let stat = read_bounded("/proc/stat")?;
+    let mut snapshot = procfs::snapshot(
+        &stat,
+        &read_bounded("/proc/net/dev").unwrap_or_default(),
+        &read_bounded("/proc/net/snmp").unwrap_or_default(),
+        &read_bounded("/proc/diskstats").unwrap_or_default(),
+    );
+    // Whole devices only (a partition's I/O is its disk's too), as /sys/block lists them.
+    snapshot
+        .disks
+        .retain(|name, _| std::path::Path::new("/sys/block").join(name).exists());
+    Some(snapshot)
+}
+
+/// The link speed and egress shaping of each interface the samples name,
+/// on this machine (`/sys/class/net/IF/speed`, `tc -j qdisc show`, once per stage).
+fn local_rates(samples: &[HostSample]) -> BTreeMap<String, procfs::LinkRate> {
+    let mut names: Vec<&String> = samples.iter().flat_map(|s| s.nics.keys()).collect();
+    names.sort();
+    names.dedup();
+    let mut speeds = String::new();
+    for n in names {
+        if let Some(mbit) = read_bounded(&format!("/sys/class/net/{n}/speed")) {
+            speeds.push_str(&format!("{n} {}\n", mbit.trim()));
+        }
+    }
+    let mut rates = BTreeMap::new();
+    procfs::parse_speeds(&speeds, &mut rates);
+    let tc = std::process::Command::new("tc")
+        .args(["-j", "qdisc", "show"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    if let Ok(out) = tc {
+        let json: String = String::from_utf8_lossy(&out.stdout)
+            .chars()
+            .take(MAX_FILE as usize)
+            .collect();
+        procfs::parse_tc_qdiscs(&json, &mut rates);
+    }
+    rates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stage_of_two_seconds_has_two_or_three_samples_of_this_machine() {
+        let (value, watches) = beside(&[], || {
+            std::thread::sleep(Duration::from_millis(2100));
+            7
+        });
+        assert_eq!(value, 7);
+        assert_eq!(watches.len(), 1);
+        let watch = &watches[0];
+        assert_eq!(watch.host, "local");
+        assert!((2..=3).contains(&watch.samples.len()), "{watch:?}");
+        let cores = procfs::parse_stat(&read_bounded("/proc/stat").unwrap()).len();
+        for s in &watch.samples {
+            assert_eq!(s.cpu_busy_pct.len(), cores, "{s:?}");
+            assert!(s.cpu_busy_pct.iter().all(|p| (0.0..=100.0).contains(p)));
+        }
+        assert!(watch.samples.windows(2).all(|w| w[0].t_s < w[1].t_s));
+    }
+}

@@ -1,0 +1,296 @@
+//! What limited a stage's figures, from its host samples. A resource limits
+//! the figures when it was at its limit for at least half of the stage's
+//! samples: a benchmark that saturated the client's CPU measured the
+//! client, not the cluster. Each finding says how long it held
+//! ("every core of local ≥ 90% busy (28 s of 30)").
+//!
+//! The thresholds are those an engineer reading `mpstat`/`iostat` beside a
+//! benchmark would use: ≥ 90% on every core is CPU-bound; one core ≥ 95%
+//! while the others average under 50% is one thread's limit; a device with
+//! I/O in flight ≥ 90% of the time is at its limit; a NIC moving ≥ 90% of
+//! its link speed in either direction is.
+
+use std::collections::BTreeMap;
+
+use super::HostSample;
+use super::procfs::LinkRate;
+
+const ALL_CORES_BUSY_PCT: f64 = 90.0;
+const ONE_CORE_BUSY_PCT: f64 = 95.0;
+const OTHER_CORES_BELOW_PCT: f64 = 50.0;
+const DISK_UTIL_PCT: f64 = 90.0;
+const NIC_SHARE: f64 = 0.9;
+/// Mean steal worth a mention.
+const STEAL_PCT: f64 = 5.0;
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Verdict {
+    pub limited_by: Vec<String>,
+    pub observations: Vec<String>,
+}
+
+/// The findings for `host`, whose stage ran `duration_s` with these samples;
+/// `rates` is what the interfaces can carry (link speed, egress shaping).
+pub fn verdict(
+    host: &str,
+    samples: &[HostSample],
+    duration_s: f64,
+    rates: &BTreeMap<String, LinkRate>,
+) -> Verdict {
+    let mut out = Verdict::default();
+    if samples.is_empty() {
+        return out;
+    }
+    let total = duration_s.round().max(1.0);
+    let of = |n: usize| format!("({:.0} s of {total:.0})", (n as f64).min(total));
+    let limiting = |n: usize| 2 * n >= samples.len() && n > 0;
+
+    let all_busy = samples
+        .iter()
+        .filter(|s| {
+            !s.cpu_busy_pct.is_empty()
+                && s.cpu_busy_pct
+                    .iter()
+                    .all(|p| *p >= ALL_CORES_BUSY_PCT - steal_of(s))
+        })
+        .count();
+    if limiting(all_busy) {
+        out.limited_by.push(format!(
+            "CPU: every core of {host} ≥ {ALL_CORES_BUSY_PCT:.0}% busy {}",
+            of(all_busy)
+        ));
+    } else {
+        let one_busy = samples.iter().filter(|s| one_core_saturated(s)).count();
+        if limiting(one_busy) {
+            out.limited_by.push(format!(
+                "CPU: one core of {host} ≥ {ONE_CORE_BUSY_PCT:.0}% busy while the others idled {} (a single-threaded client or daemon)",
+                of(one_busy)
+            ));
+        }
+    }
+
+    let mut disks: Vec<&String> = samples.iter().flat_map(|s| s.disks.keys()).collect();
+    disks.sort();
+    disks.dedup();
+    for disk in disks {
+        let busy = samples
+            .iter()
+            .filter(|s| {
+                s.disks
+                    .get(disk)
+                    .is_some_and(|d| d.util_pct >= DISK_UTIL_PCT)
+            })
+            .count();
+        if limiting(busy) {
+            out.limited_by.push(format!(
+                "disk: {disk} of {host} ≥ {DISK_UTIL_PCT:.0}% utilised {}",
+                of(busy)
+            ));
+        }
+    }
+
+    for (nic, rate) in rates {
+        // What it receives is bounded by the link; what it sends also by its shaping.
+        let egress = match (rate.link_bits, rate.egress_bits) {
+            (Some(l), Some(e)) if e < l => Some((e, true)),
+            (Some(l), _) => Some((l, false)),
+            (None, Some(e)) => Some((e, true)),
+            (None, None) => None,
+        };
+        let directions = [
+            ("received", rate.link_bits.map(|l| (l, false)), true),
+            ("sent", egress, false),
+        ];
+        for (verb, limit, rx) in directions {
+            let Some((bits, shaped)) = limit else {
+                continue;
+            };
+            let full = samples
+                .iter()
+                .filter(|s| {
+                    s.nics.get(nic).is_some_and(|n| {
+                        let bytes = if rx {
+                            n.rx_bytes_per_s
+                        } else {
+                            n.tx_bytes_per_s
+                        };
+                        8.0 * bytes >= NIC_SHARE * bits
+                    })
+                })
+                .count();
+            if limiting(full) {
+                let what = if shaped {
+                    format!(
+                        "the {} its egress is shaped to ({})",
+                        link(bits),
+                        rate.shaper.unwrap_or("tc")
+                    )
+                } else {
+                    format!("its {} link", link(bits))
+                };
+                out.limited_by.push(format!(
+                    "network: {nic} of {host} {verb} ≥ {:.0}% of {what} {}",
+                    NIC_SHARE * 100.0,
+                    of(full)
+                ));
+            }
+        }
+    }
+
+    let steal = samples.iter().map(|s| s.cpu_steal_pct).sum::<f64>() / samples.len() as f64;
+    if steal >= STEAL_PCT {
+        out.observations.push(format!(
+            "the hypervisor took {steal:.0}% of {host}'s CPU time (steal)"
+        ));
+    }
+    let retransmits: u64 = samples.iter().map(|s| s.tcp_retransmits).sum();
+    if retransmits > 0 {
+        out.observations.push(format!(
+            "{retransmits} TCP segment(s) retransmitted on {host}"
+        ));
+    }
+    out
+}
+
+/// Steal counts against a core's availability: a core the hypervisor took
+/// 20% of is at its limit at 80% busy.
+fn steal_of(s: &HostSample) -> f64 {
+    s.cpu_steal_pct
+}
+
+fn one_core_saturated(s: &HostSample) -> bool {
+    let n = s.cpu_busy_pct.len();
+    if n < 2 {
+        return false;
+    }
+    let (top, at) = s
+        .cpu_busy_pct
+        .iter()
+        .enumerate()
+        .fold(
+            (f64::MIN, 0),
+            |(m, i), (j, p)| if *p > m { (*p, j) } else { (m, i) },
+        );
+    let others: f64 = s
+        .cpu_busy_pct
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != at)
+        .map(|(_, p)| p)
+        .sum::<f64>()
+        / (n - 1) as f64;
+    top >= ONE_CORE_BUSY_PCT - steal_of(s) && others < OTHER_CORES_BELOW_PCT
+}
+
+fn link(bits: f64) -> String {
+    if bits >= 1e9 {
+        format!("{:.0} Gb/s", bits / 1e9)
+    } else {
+        format!("{:.0} Mb/s", bits / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DiskSample, NicSample};
+    use super::*;
+
+    fn cpu(busy: &[f64]) -> HostSample {
+        HostSample {
+            cpu_busy_pct: busy.to_vec(),
+            ..HostSample::default()
+        }
+    }
+
+    #[test]
+    fn every_core_busy_most_of_the_stage_is_cpu_bound() {
+        let samples = [cpu(&[97.0, 93.0]), cpu(&[99.0, 95.0]), cpu(&[40.0, 30.0])];
+        let v = verdict("local", &samples, 3.0, &BTreeMap::new());
+        assert_eq!(
+            v.limited_by,
+            ["CPU: every core of local ≥ 90% busy (2 s of 3)"]
+        );
+    }
+
+    #[test]
+    fn one_saturated_core_while_the_other_idles_is_one_threads_limit() {
+        let samples = [cpu(&[99.0, 8.0]), cpu(&[12.0, 98.0])];
+        let v = verdict("client1", &samples, 2.0, &BTreeMap::new());
+        assert_eq!(
+            v.limited_by,
+            [
+                "CPU: one core of client1 ≥ 95% busy while the others idled (2 s of 2) (a single-threaded client or daemon)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_busy_disk_a_full_link_steal_and_retransmits() {
+        let mut s = cpu(&[20.0, 20.0]);
+        s.disks.insert(
+            "vda".into(),
+            DiskSample {
+                util_pct: 99.0,
+                ..DiskSample::default()
+            },
+        );
+        s.nics.insert(
+            "eth0".into(),
+            NicSample {
+                rx_bytes_per_s: 118e6,
+                tx_bytes_per_s: 1e6,
+            },
+        );
+        s.cpu_steal_pct = 12.0;
+        s.tcp_retransmits = 3;
+        s.nics.insert(
+            "veth1".into(),
+            NicSample {
+                rx_bytes_per_s: 1e6,
+                tx_bytes_per_s: 24.5e6,
+            },
+        );
+        let rates = BTreeMap::from([
+            (
+                "eth0".to_string(),
+                LinkRate {
+                    link_bits: Some(1e9),
+                    ..LinkRate::default()
+                },
+            ),
+            (
+                "veth1".to_string(),
+                LinkRate {
+                    link_bits: Some(10e9),
+                    egress_bits: Some(200e6),
+                    shaper: Some("tbf"),
+                },
+            ),
+        ]);
+        let v = verdict("local", &[s], 1.0, &rates);
+        assert_eq!(
+            v.limited_by,
+            [
+                "disk: vda of local ≥ 90% utilised (1 s of 1)",
+                "network: eth0 of local received ≥ 90% of its 1 Gb/s link (1 s of 1)",
+                "network: veth1 of local sent ≥ 90% of the 200 Mb/s its egress is shaped to (tbf) (1 s of 1)"
+            ]
+        );
+        assert_eq!(
+            v.observations,
+            [
+                "the hypervisor took 12% of local's CPU time (steal)",
+                "3 TCP segment(s) retransmitted on local"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_limit_for_less_than_half_the_stage_is_not_the_limit() {
+        let samples = [cpu(&[99.0, 99.0]), cpu(&[10.0, 10.0]), cpu(&[10.0, 10.0])];
+        assert_eq!(
+            verdict("local", &samples, 3.0, &BTreeMap::new()),
+            Verdict::default()
+        );
+    }
+}
