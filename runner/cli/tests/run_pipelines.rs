@@ -130,6 +130,13 @@ fn a_stage_starved_of_cpu_is_flagged_as_limited_by_it() {
             && report.contains("🔎 host-limited"),
         "{report}"
     );
+    // The host's CPU and network, charted beside the stage's own series.
+    for chart in ["host-local-cpu.svg", "host-local-network.svg"] {
+        assert!(report.contains(chart), "{report}");
+        let svg =
+            std::fs::read_to_string(run_dir.join("stages/network/charts").join(chart)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{svg}");
+    }
     let progress = format!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
     assert!(
         progress.contains("[limited by CPU: every core of local"),

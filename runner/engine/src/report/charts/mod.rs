@@ -13,6 +13,7 @@
 pub mod axis;
 pub mod bars;
 pub mod curve;
+pub mod host_charts;
 pub mod names;
 pub mod over_runs;
 #[cfg(test)]
@@ -101,7 +102,7 @@ pub fn write_charts(results: &RunResults, run_dir: &Path) -> Vec<StageCharts> {
     let scales = shared_scales(loaded.iter().flatten());
     let Ok(root) = root else { return out };
     let mut taken: BTreeMap<PathBuf, names::Taken> = BTreeMap::new();
-    for (series, charts) in loaded.iter().zip(out.iter_mut()) {
+    for ((series, charts), stage) in loaded.iter().zip(out.iter_mut()).zip(&results.stages) {
         for group in group_by_metric(series) {
             let first = group[0];
             let key = (first.metric.clone(), first.unit.clone());
@@ -138,8 +139,53 @@ pub fn write_charts(results: &RunResults, run_dir: &Path) -> Vec<StageCharts> {
                 )),
             }
         }
+        // After the stage's own: what the hosts did while it ran.
+        host_watch_charts(&root, stage, &mut taken, charts);
     }
     out
+}
+
+/// The host watch's charts of a stage (its hosts' CPU and NICs), in the
+/// stage's folder beside its series charts.
+fn host_watch_charts(
+    root: &Dir,
+    stage: &StageRecord,
+    taken: &mut BTreeMap<PathBuf, names::Taken>,
+    charts: &mut StageCharts,
+) {
+    // The stage's folder, as its artifacts name it (`stages/ID/...`).
+    let Some(folder) = stage.artifacts.iter().find_map(|a| {
+        let mut parts = Path::new(&a.path).components();
+        match (parts.next(), parts.next()) {
+            (Some(std::path::Component::Normal(s)), Some(std::path::Component::Normal(id)))
+                if s == "stages" =>
+            {
+                Some(Path::new("stages").join(id))
+            }
+            _ => None,
+        }
+    }) else {
+        return;
+    };
+    for watch in &stage.hosts {
+        for (stem, alt, text) in host_charts::charts(watch) {
+            let stem = taken
+                .entry(folder.clone())
+                .or_default()
+                .claim(names::file_stem(&stem));
+            let rel = folder.join(CHARTS_DIR).join(format!("{stem}.svg"));
+            match write(root, &rel, &text) {
+                Ok(()) => charts.charts.push(ChartRef {
+                    path: rel.display().to_string(),
+                    alt: markdown_alt(&alt),
+                }),
+                Err(e) => charts.notes.push(note(
+                    "hosts",
+                    format!("cannot write {}: {e}", rel.display()),
+                )),
+            }
+        }
+    }
 }
 
 /// Why a metric has no line to draw (no series with two finite points).
