@@ -49,12 +49,21 @@ impl ClusterStatus {
     /// `backfilling`, `scrubbing`, `degraded`, ...). `scrubbing` also counts
     /// deep scrubs (`scrubbing+deep`).
     pub fn pgs_in(&self, word: &str) -> u64 {
-        self.pgs_by_state
-            .iter()
-            .filter(|(state, _)| state.split('+').any(|part| part == word))
-            .map(|(_, n)| n)
-            .sum()
+        pgs_in_any(
+            self.pgs_by_state.iter().map(|(s, n)| (s.as_str(), *n)),
+            &[word],
+        )
     }
+}
+
+/// Of `(state, count)` pairs, the PGs whose state has any of `words` among
+/// its `+`-joined parts.
+pub fn pgs_in_any<'a>(states: impl IntoIterator<Item = (&'a str, u64)>, words: &[&str]) -> u64 {
+    states
+        .into_iter()
+        .filter(|(state, _)| state.split('+').any(|part| words.contains(&part)))
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// What `ceph pg stat --format json` says of the PGs: the manager's own
@@ -93,32 +102,7 @@ pub fn parse_pg_stat(text: &str) -> Result<PgStat, ParseError> {
         .get("num_pgs")
         .and_then(Value::as_u64)
         .ok_or_else(|| ParseError::missing(TOOL, "a count \"num_pgs\"", text))?;
-    let states = match summary.get("num_pg_by_state") {
-        None => Vec::new(),
-        Some(Value::Array(states)) => states
-            .iter()
-            .map(|s| {
-                match (
-                    s.get("name").and_then(Value::as_str),
-                    s.get("num").and_then(Value::as_u64),
-                ) {
-                    (Some(name), Some(n)) => Ok((name.to_string(), n)),
-                    _ => Err(ParseError::missing(
-                        TOOL,
-                        "num_pg_by_state entries with a name and a num",
-                        text,
-                    )),
-                }
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => {
-            return Err(ParseError::missing(
-                TOOL,
-                "\"num_pg_by_state\" as a list",
-                text,
-            ));
-        }
-    };
+    let states = pg_states(summary, ("num_pg_by_state", "name", "num"), TOOL, text)?;
     let rate = |field: &str| summary.get(field).and_then(Value::as_f64).unwrap_or(0.0);
     Ok(PgStat {
         num_pgs,
@@ -126,6 +110,42 @@ pub fn parse_pg_stat(text: &str) -> Result<PgStat, ParseError> {
         recovering_bytes_per_sec: rate("recovering_bytes_per_sec"),
         recovering_objects_per_sec: rate("recovering_objects_per_sec"),
     })
+}
+
+/// A list of PG states and their counts under `parent`, by the member names
+/// of each tool (`status`: `pgs_by_state`, `state_name`, `count`; `pg stat`:
+/// `num_pg_by_state`, `name`, `num`). A cluster without pools has no PGs and
+/// Ceph leaves the list out: no states.
+fn pg_states(
+    parent: &Value,
+    (list, name, count): (&str, &str, &str),
+    tool: &'static str,
+    text: &str,
+) -> Result<Vec<(String, u64)>, ParseError> {
+    match parent.get(list) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(states)) => states
+            .iter()
+            .map(|s| {
+                match (
+                    s.get(name).and_then(Value::as_str),
+                    s.get(count).and_then(Value::as_u64),
+                ) {
+                    (Some(state), Some(n)) => Ok((state.to_string(), n)),
+                    _ => Err(ParseError::missing(
+                        tool,
+                        format!("{list} entries with a {name} and a {count}"),
+                        text,
+                    )),
+                }
+            })
+            .collect(),
+        Some(_) => Err(ParseError::missing(
+            tool,
+            format!("\"{list}\" as a list"),
+            text,
+        )),
+    }
 }
 
 /// Parses `ceph status --format json` (lines before the JSON are skipped).
@@ -149,32 +169,7 @@ pub fn parse(text: &str) -> Result<ClusterStatus, ParseError> {
             .ok_or_else(|| ParseError::missing(TOOL, format!("a count \"{field}\""), text))
     };
     let rate = |field: &str| pgmap.get(field).and_then(Value::as_f64).unwrap_or(0.0);
-    let pgs_by_state = match pgmap.get("pgs_by_state") {
-        // A cluster without pools has no PGs and Ceph leaves the list out.
-        None => Vec::new(),
-        Some(Value::Array(states)) => states
-            .iter()
-            .map(|s| {
-                let name = s.get("state_name").and_then(Value::as_str);
-                let n = s.get("count").and_then(Value::as_u64);
-                match (name, n) {
-                    (Some(name), Some(n)) => Ok((name.to_string(), n)),
-                    _ => Err(ParseError::missing(
-                        TOOL,
-                        "pgs_by_state entries with a state_name and a count",
-                        text,
-                    )),
-                }
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => {
-            return Err(ParseError::missing(
-                TOOL,
-                "\"pgs_by_state\" as a list",
-                text,
-            ));
-        }
-    };
+    let pgs_by_state = pg_states(pgmap, ("pgs_by_state", "state_name", "count"), TOOL, text)?;
     Ok(ClusterStatus {
         health,
         num_pgs: count(pgmap, "num_pgs")?,

@@ -167,9 +167,8 @@ fn runs_are_listed_oldest_first_and_broken_ones_named() {
     assert!(rows[2].starts_with("| broken | unreadable: "), "{stdout}");
 }
 
-#[test]
-fn history_marks_where_the_gate_would_have_fired() {
-    let dir = runs_folder("history");
+/// `pipeline history DIR --metric bandwidth --stage rados-read --format FORMAT`'s stdout.
+fn rados_read_bandwidth_history(dir: &std::path::Path, format: &str) -> String {
     let out = common::pipeline(&[
         "history",
         dir.to_str().unwrap(),
@@ -178,10 +177,17 @@ fn history_marks_where_the_gate_would_have_fired() {
         "--stage",
         "rados-read",
         "--format",
-        "json",
+        format,
     ]);
     let (code, stdout, stderr) = text(&out);
     assert_eq!(code, Some(0), "{stderr}");
+    stdout
+}
+
+#[test]
+fn history_marks_where_the_gate_would_have_fired() {
+    let dir = runs_folder("history");
+    let stdout = rados_read_bandwidth_history(&dir, "json");
     let lines: Value = serde_json::from_str(&stdout).unwrap();
     let by_stage = |id: &str| {
         lines
@@ -206,6 +212,56 @@ fn history_marks_where_the_gate_would_have_fired() {
             .len(),
         2
     );
+}
+
+/// A figure measured on a cluster that was not clean (its stage's cluster
+/// watch flagged it) is shown in the history but never gated, as `compare`
+/// without --allow-unhealthy; one the host watch found limited is marked.
+#[test]
+fn history_marks_unclean_and_host_limited_figures_and_does_not_gate_them() {
+    let dir = runs_folder("history-flags");
+    let second = dir.join("second/results.json");
+    let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&second).unwrap()).unwrap();
+    for stage in r["stages"].as_array_mut().unwrap() {
+        if stage["id"] == "rados-read[mode=rand]" {
+            stage["cluster"] = serde_json::json!({
+                "interval_s": 1.0,
+                "unhealthy": "16 PGs were recovering (12 s of 30)"
+            });
+            stage["hosts"] = serde_json::json!([{
+                "host": "local",
+                "interval_s": 1.0,
+                "limited_by": ["CPU: every core of local ≥ 90% busy (28 s of 30)"],
+                "sampler_cpu_s": 0.02
+            }]);
+        }
+    }
+    std::fs::write(&second, serde_json::to_string(&r).unwrap()).unwrap();
+    let history = |format: &str| rados_read_bandwidth_history(&dir, format);
+    let json = history("json");
+    let lines: Value = serde_json::from_str(&json).unwrap();
+    let rand = lines
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["stage"] == "rados-read[mode=rand]")
+        .unwrap();
+    let point = &rand["points"][1];
+    // The same -26.9% that fires the gate on clean runs.
+    assert!((point["change_percent"].as_f64().unwrap() + 26.9).abs() < 0.05);
+    assert_eq!(point["gate_fired"], false, "{json}");
+    assert_eq!(point["cluster_not_clean"], true);
+    assert_eq!(point["host_limited"], true);
+    let markdown = history("markdown");
+    let row = markdown
+        .lines()
+        .find(|l| l.contains("-26.9%"))
+        .unwrap_or_else(|| panic!("{markdown}"));
+    assert!(
+        row.ends_with("| ⚠️ cluster not clean 🔎 host-limited |") && !row.contains("❌"),
+        "{row}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

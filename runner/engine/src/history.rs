@@ -126,6 +126,13 @@ pub struct Point {
     /// worse past `threshold_percent`: a gate on it would have fired here.
     pub gate_fired: bool,
     pub change_percent: Option<f64>,
+    /// The stage was measured while the cluster was not clean (its cluster
+    /// watch's flag): its figure is shown, never judged, nor judged against.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_not_clean: bool,
+    /// The host watch named a resource that limited the stage's figures.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub host_limited: bool,
 }
 
 /// `metric` across `entries` (oldest first), for stage instances whose id,
@@ -183,6 +190,11 @@ pub fn history(
                         n: 1,
                         gate_fired: false,
                         change_percent: None,
+                        cluster_not_clean: s
+                            .cluster
+                            .as_ref()
+                            .is_some_and(|c| c.unhealthy.is_some()),
+                        host_limited: s.hosts.iter().any(|h| !h.limited_by.is_empty()),
                     });
                     samples.push(vec![m.value]);
                 }
@@ -192,6 +204,7 @@ pub fn history(
     lines
         .into_iter()
         .map(|(mut line, samples)| {
+            let not_clean: Vec<bool> = line.points.iter().map(|p| p.cluster_not_clean).collect();
             for (i, point) in line.points.iter_mut().enumerate() {
                 let Some(summary) = Summary::of(&samples[i]) else {
                     continue;
@@ -207,7 +220,9 @@ pub fn history(
                         0.05,
                     );
                     point.change_percent = change.change_percent;
-                    point.gate_fired = change.verdict == Verdict::Worse;
+                    // As `compare` without --allow-unhealthy: not comparable.
+                    point.gate_fired =
+                        change.verdict == Verdict::Worse && !not_clean[i] && !not_clean[i - 1];
                 }
             }
             line
@@ -217,7 +232,7 @@ pub fn history(
 
 pub fn history_table(metric: &str, lines: &[Line], threshold_percent: f64) -> String {
     let mut out = format!(
-        "# History of {}\n\nMedians over each run's repetitions; ❌ marks a run where `pipeline compare` against the run before would fail the gate (threshold {}%).\n",
+        "# History of {}\n\nMedians over each run's repetitions; ❌ marks a run where `pipeline compare` against the run before would fail the gate (threshold {}%); ⚠️ a figure measured while the cluster was not clean (never gated, nor gated against); 🔎 one the host watch found limited by a host's CPU, disk or NIC.\n",
         code(metric),
         threshold_percent
     );
@@ -254,7 +269,16 @@ pub fn history_table(metric: &str, lines: &[Line], threshold_percent: f64) -> St
                 },
                 p.change_percent
                     .map_or("-".to_string(), |c| format!("{c:+.1}%")),
-                if p.gate_fired { "❌ gate" } else { "" }
+                [
+                    (p.gate_fired, "❌ gate"),
+                    (p.cluster_not_clean, "⚠️ cluster not clean"),
+                    (p.host_limited, "🔎 host-limited"),
+                ]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, word)| *word)
+                .collect::<Vec<_>>()
+                .join(" ")
             );
         }
     }

@@ -78,6 +78,34 @@ pub struct HostConfig {
     pub pipeline: Option<String>,
 }
 
+/// The groups an Ansible inventory of a Ceph cluster (ceph-ansible's
+/// names) puts the cluster's own hosts in: watched beside every benchmark
+/// stage ([`crate::host_watch`]), where the stage runs or not.
+pub const CLUSTER_GROUPS: &[&str] = &["mons", "mgrs", "osds", "rgws", "mdss"];
+/// At most this many cluster hosts are watched (one SSH session each per stage).
+pub const MAX_WATCHED_CLUSTER_HOSTS: usize = 64;
+
+impl Inventory {
+    /// The hosts of [`CLUSTER_GROUPS`], each once, in inventory order of the groups.
+    pub fn cluster_hosts(&self) -> Vec<Host> {
+        let mut names: Vec<&String> = Vec::new();
+        for group in CLUSTER_GROUPS {
+            for name in self.groups.get(*group).into_iter().flatten() {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+            .into_iter()
+            .filter_map(|n| self.hosts.get(n))
+            .filter(|h| !h.is_local())
+            .take(MAX_WATCHED_CLUSTER_HOSTS)
+            .cloned()
+            .collect()
+    }
+}
+
 /// The resolved inventory: hosts by name, groups of names.
 #[derive(Debug, Clone)]
 pub struct Inventory {

@@ -30,6 +30,9 @@ pub struct Plan {
     pub cluster_watch: bool,
     /// `cluster.flags`: OSD flags set for the run ([`crate::cluster_flags`]).
     pub cluster_flags: Vec<String>,
+    /// The inventory's cluster hosts (mons, mgrs, osds, rgws, mdss), watched
+    /// beside every benchmark stage ([`crate::host_watch`]).
+    pub cluster_hosts: Vec<crate::hosts::Host>,
     pub stages: Vec<PlannedStage>,
     pub cleanup: Vec<PlannedStage>,
     pub report: ReportConfig,

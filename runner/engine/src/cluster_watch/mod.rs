@@ -113,11 +113,10 @@ impl ClusterSample {
 
     /// PGs whose state has any of `words` among its `+`-joined parts.
     pub fn pgs_in_any(&self, words: &[&str]) -> u64 {
-        self.pgs_not_clean
-            .iter()
-            .filter(|(state, _)| state.split('+').any(|part| words.contains(&part)))
-            .map(|(_, n)| n)
-            .sum()
+        ceph_status::pgs_in_any(
+            self.pgs_not_clean.iter().map(|(s, n)| (s.as_str(), *n)),
+            words,
+        )
     }
 
     pub fn not_clean(&self) -> u64 {
@@ -166,7 +165,7 @@ pub fn beside<R>(conn: &CephConnection, body: impl FnOnce() -> R) -> (R, Cluster
     (result, watch)
 }
 
-/// The Python that runs `ceph` (its shebang), else `python3`.
+/// The Python that runs `ceph` (its shebang, when it names a Python), else `python3`.
 fn ceph_python() -> String {
     let from_shebang = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -177,7 +176,14 @@ fn ceph_python() -> String {
                 let mut first = String::new();
                 BufReader::new(f.take(256)).read_line(&mut first).ok()?;
                 let interpreter = first.strip_prefix("#!")?.trim().to_string();
-                (Path::new(&interpreter).is_absolute() && !interpreter.contains(' '))
+                // Only a Python: a `ceph` that is a wrapper script of some
+                // other kind (a shell script around a container) would be
+                // handed the sampler's source as its argument.
+                let is_python = Path::new(&interpreter)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("python"));
+                (Path::new(&interpreter).is_absolute() && !interpreter.contains(' ') && is_python)
                     .then_some(interpreter)
             })
     });

@@ -157,6 +157,7 @@ pub fn compile(
             .and_then(|c| c.watch.as_ref())
             .is_none_or(|w| **w),
         cluster_flags,
+        cluster_hosts: inventory.cluster_hosts(),
         stages: main,
         cleanup,
         report: config.report.clone(),

@@ -136,6 +136,14 @@ impl Runner<'_> {
         let during_dir = self.stage_dir(stage).join("during");
         let conn = self.watches_cluster(stage).then(|| self.plan.ceph.clone());
         let watch_host = is_benchmark(stage);
+        // Where the stage runs, then the cluster's own hosts: a figure is
+        // as often limited by an OSD host's disk or NIC as by the client.
+        let mut watched_hosts = stage.targets.clone();
+        for host in &self.plan.cluster_hosts {
+            if !watched_hosts.iter().any(|h| h.name == host.name) {
+                watched_hosts.push(host.clone());
+            }
+        }
         let (((tools, watch), host), events) =
             crate::during::beside(&during, &during_dir, &show, || {
                 let mut run = || self.run_repetitions(stage, &params, &mut record, cancel, &show);
@@ -147,7 +155,7 @@ impl Runner<'_> {
                     None => (run(), None),
                 };
                 if watch_host {
-                    crate::host_watch::beside(&stage.targets, watched)
+                    crate::host_watch::beside(&watched_hosts, watched)
                 } else {
                     (watched(), Vec::new())
                 }

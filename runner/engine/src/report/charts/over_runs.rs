@@ -130,6 +130,8 @@ mod tests {
             n: 1,
             gate_fired: fired,
             change_percent: None,
+            cluster_not_clean: false,
+            host_limited: false,
         }
     }
 
