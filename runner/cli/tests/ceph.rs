@@ -732,7 +732,7 @@ fn compare_names_the_setting_and_the_pool_property_that_changed() {
     struct Restore(&'static str);
     impl Drop for Restore {
         fn drop(&mut self) {
-            let _ = ceph("ceph", &["config", "rm", "osd", "osd_max_backfills"]);
+            let _ = ceph("ceph", &["config", "rm", "osd", "osd_scrub_auto_repair"]);
             delete_pool(self.0);
         }
     }
@@ -744,7 +744,13 @@ fn compare_names_the_setting_and_the_pool_property_that_changed() {
     let kept = common::temp_dir("what-changed-baseline");
     let before = kept.join("results.json");
     std::fs::rename(first.join("results.json"), &before).unwrap();
-    let (ok, text) = ceph("ceph", &["config", "set", "osd", "osd_max_backfills", "3"]);
+    // A boolean: 18.2 and 20.2 store a float setting as `1209600.000000`,
+    // and recovery settings (osd_max_backfills) are the mClock scheduler's
+    // there; this one reads the same on every release.
+    let (ok, text) = ceph(
+        "ceph",
+        &["config", "set", "osd", "osd_scrub_auto_repair", "true"],
+    );
     assert!(ok, "{text}");
     let (ok, text) = ceph("ceph", &["osd", "pool", "set", pool, "size", "2"]);
     assert!(ok, "{text}");
@@ -763,7 +769,7 @@ fn compare_names_the_setting_and_the_pool_property_that_changed() {
         .filter(|l| l.starts_with("- "))
         .collect();
     assert!(
-        section.contains(&"- config osd/osd_max_backfills (unset) → 3"),
+        section.contains(&"- config osd/osd_scrub_auto_repair (unset) → true"),
         "{text}"
     );
     // Ceph moves min_size with size: both are listed.
