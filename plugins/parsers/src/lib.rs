@@ -12,6 +12,7 @@ pub mod dd;
 pub mod error;
 pub mod fio;
 pub mod iperf3;
+pub mod osd_perf;
 pub mod rados_bench;
 pub mod rbd_bench;
 pub mod rgw_perf;

@@ -124,7 +124,32 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
             "{id}: {watch:#}"
         );
         assert!(watch["unhealthy"].is_null(), "{id}: {watch:#}");
+        assert!(watch["sampler_cpu_s"].as_f64().unwrap() > 0.0, "{id}");
     }
+    // Each OSD's own counters beside the stages: the write's client writes
+    // and their mean latency, the GETs' reads, from the OSDs that served them.
+    for (id, ops, latency) in [
+        ("rados-write", "writes", "write_latency_ms"),
+        ("s3[workload=get]", "reads", "read_latency_ms"),
+    ] {
+        let osds = stage(&r, id)["cluster"]["osds"].as_array().unwrap().clone();
+        assert!(!osds.is_empty() && osds.len() <= 3, "{id}: {osds:#?}");
+        let total: u64 = osds.iter().map(|o| o[ops].as_u64().unwrap()).sum();
+        assert!(total > 0, "{id}: {osds:#?}");
+        assert!(
+            osds.iter()
+                .any(|o| o[latency].as_f64().is_some_and(|ms| ms > 0.0)),
+            "{id}: {osds:#?}"
+        );
+    }
+    assert!(report.contains("Each OSD during the stage (3, from its own op counters)"));
+    // This machine's memory beside the figures, and whether anything limited them.
+    let here = &stage(&r, "rados-write")["hosts"][0]["samples"][0];
+    assert!(here["memory_total_bytes"].as_u64().unwrap() > 0, "{here:#}");
+    assert!(
+        here["memory_available_bytes"].as_u64().unwrap() > 0,
+        "{here:#}"
+    );
     // rados bench's per-second series is kept as an artifact.
     assert!(
         stage(&r, "rados-write")["artifacts"]

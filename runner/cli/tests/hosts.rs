@@ -221,8 +221,10 @@ fn assert_hosts_watched(case: &str, results: &Value) {
                 let samples = watch["samples"].as_array();
                 assert!(
                     samples.is_some_and(|s| !s.is_empty()
-                        && s.iter()
-                            .all(|x| !x["cpu_busy_pct"].as_array().unwrap().is_empty())),
+                        && s.iter().all(|x| {
+                            !x["cpu_busy_pct"].as_array().unwrap().is_empty()
+                                && x["memory_total_bytes"].as_u64().is_some_and(|m| m > 0)
+                        })),
                     "{case}: {host}: {watch:#}"
                 );
             }

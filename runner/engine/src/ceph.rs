@@ -32,6 +32,12 @@ pub struct ClusterConfig {
     /// were not active+clean or a health check was raised. Default: true.
     #[serde(default)]
     pub watch: Option<Sp<bool>>,
+    /// With the watch, read every up OSD's op counters (`perf dump osd`) and
+    /// the manager's `osd perf` once a second: each OSD's ops, bytes, mean
+    /// latency and queue beside the stage, and a note naming an OSD much
+    /// slower than the others. Default: true.
+    #[serde(default)]
+    pub watch_osds: Option<Sp<bool>>,
     /// OSD flags set for the whole run and unset after it (success, failure,
     /// Ctrl-C, or `pipeline cleanup` after a kill): `noscrub`,
     /// `nodeep-scrub`. A flag already set when the run begins is left as it is.

@@ -28,6 +28,12 @@ pub struct InventoryConfig {
     /// An Ansible INI inventory to read hosts and groups from (merged with the above).
     #[serde(default)]
     pub ansible: Option<Sp<String>>,
+    /// Sample the CPUs, disks and NICs of this machine, of each stage's
+    /// `on:` hosts and of the cluster hosts named here (mons, mgrs, osds,
+    /// rgws, mdss) once a second beside every benchmark stage, and say which
+    /// of them limited its figures. Default: true.
+    #[serde(default)]
+    pub watch: Option<Sp<bool>>,
 }
 
 /// SSH settings; every string may be a template (`{{ env.SSH_KEY }}`).

@@ -28,6 +28,11 @@ pub struct Plan {
     /// `cluster.watch`: the cluster's state is sampled beside each stage
     /// that reports figures ([`crate::cluster_watch`]).
     pub cluster_watch: bool,
+    /// `cluster.watch_osds`: each OSD's counters with the cluster's state.
+    pub watch_osds: bool,
+    /// `inventory.watch`: CPUs, disks and NICs beside each benchmark stage
+    /// ([`crate::host_watch`]).
+    pub watch_hosts: bool,
     /// `cluster.flags`: OSD flags set for the run ([`crate::cluster_flags`]).
     pub cluster_flags: Vec<String>,
     /// The inventory's cluster hosts (mons, mgrs, osds, rgws, mdss), watched

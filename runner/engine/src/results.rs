@@ -209,6 +209,11 @@ pub struct StageRecord {
     /// a second, and what limited its figures ([`crate::host_watch`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<crate::host_watch::HostWatch>,
+    /// The hosts were watched long enough to judge and none had a CPU, disk
+    /// or NIC at its limit: "none saturated: latency-bound"
+    /// ([`crate::host_watch::latency_bound`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub latency_bound: bool,
 }
 
 /// CPU time (user + system) of a stage's commands, summed over the commands

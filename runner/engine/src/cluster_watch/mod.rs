@@ -9,6 +9,7 @@
 //! over one librados connection: a `ceph status` CLI call costs 0.23 CPU-s
 //! here, one over the open connection 0.4 ms.
 
+pub mod osds;
 pub mod validity;
 
 use std::io::{BufRead, BufReader, Read};
@@ -53,6 +54,16 @@ pub struct ClusterWatch {
     /// e.g. "16 PGs were recovering (12 s of 30)".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unhealthy: Option<String>,
+    /// Each OSD over the stage (from the OSDs' own counters).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub osds: Vec<osds::OsdActivity>,
+    /// Worth knowing beside the figures: an OSD much slower than the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<String>,
+    /// CPU time the sampler used (user + system, its start-up and
+    /// connection included), as it reported when it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler_cpu_s: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -78,6 +89,10 @@ pub struct ClusterSample {
     pub osds_in: u64,
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub recovering_bytes_per_s: f64,
+    /// Each up OSD over the second before the sample, by id (from the
+    /// second sample on; at most 64 OSDs are read).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub osd_ops: std::collections::BTreeMap<u32, osds::OsdSample>,
 }
 
 fn is_zero_f64(x: &f64) -> bool {
@@ -108,6 +123,7 @@ impl ClusterSample {
             osds_up: s.num_up_osds,
             osds_in: s.num_in_osds,
             recovering_bytes_per_s: s.recovering_bytes_per_sec,
+            osd_ops: std::collections::BTreeMap::new(),
         }
     }
 
@@ -124,16 +140,17 @@ impl ClusterSample {
     }
 }
 
-/// Runs `body` with the cluster watched beside it; the watch's samples and
-/// its verdict. A watch that cannot start (no `ceph` CLI, no Python `rados`
-/// module, the cluster unreachable) leaves the stage alone and says why.
-pub fn beside<R>(conn: &CephConnection, body: impl FnOnce() -> R) -> (R, ClusterWatch) {
+/// Runs `body` with the cluster watched beside it (and each OSD's counters,
+/// when `osds`); the watch's samples and its verdict. A watch that cannot
+/// start (no `ceph` CLI, no Python `rados` module, the cluster unreachable)
+/// leaves the stage alone and says why.
+pub fn beside<R>(conn: &CephConnection, osds: bool, body: impl FnOnce() -> R) -> (R, ClusterWatch) {
     let start = Instant::now();
     let epoch_start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    let mut sampler = match spawn(conn) {
+    let mut sampler = match spawn(conn, osds) {
         Ok(child) => child,
         Err(error) => {
             let result = body();
@@ -162,6 +179,8 @@ pub fn beside<R>(conn: &CephConnection, body: impl FnOnce() -> R) -> (R, Cluster
     let _ = reader.join();
     let mut watch = std::mem::take(&mut *watch.lock().unwrap_or_else(|e| e.into_inner()));
     watch.unhealthy = validity::verdict(&watch.samples, duration);
+    watch.osds = osds::activity(&watch.samples);
+    watch.observations = osds::slow_osds(&watch.osds);
     (result, watch)
 }
 
@@ -190,13 +209,14 @@ fn ceph_python() -> String {
     from_shebang.unwrap_or_else(|| "python3".into())
 }
 
-fn spawn(conn: &CephConnection) -> Result<Child, String> {
+fn spawn(conn: &CephConnection, osds: bool) -> Result<Child, String> {
     let python = ceph_python();
     Command::new(&python)
         .arg("-c")
         .arg(SAMPLER)
         .arg(INTERVAL.as_secs_f64().to_string())
         .arg(CALL_TIMEOUT.as_secs_f64().to_string())
+        .arg(if osds { "1" } else { "0" })
         .args(conn.cli_args())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -229,11 +249,21 @@ struct Line {
     /// The manager's `pg stat`, when it answered.
     #[serde(default)]
     pg_stat: Option<serde_json::Value>,
+    /// The manager's `osd perf`.
+    #[serde(default)]
+    osd_perf: Option<serde_json::Value>,
+    /// Each OSD's `perf dump osd`, by id.
+    #[serde(default)]
+    osd_counters: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The sampler's last line: the CPU time it used.
+    #[serde(default)]
+    cpu_s: Option<f64>,
 }
 
 fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>) {
     let mut lines = BufReader::new(stdout);
     let mut line = Vec::new();
+    let mut osd_deltas = osds::Deltas::default();
     loop {
         line.clear();
         let read = (&mut lines).take(MAX_LINE).read_until(b'\n', &mut line);
@@ -252,11 +282,16 @@ fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>
         }
         let sample = serde_json::from_slice::<Line>(&line)
             .map_err(|e| format!("unreadable sample: {e}"))
-            .and_then(|l| {
-                if let Some(error) = l.error {
+            .and_then(|mut l| {
+                if let Some(cpu_s) = l.cpu_s.filter(|c| c.is_finite() && *c >= 0.0) {
+                    let mut w = watch.lock().unwrap_or_else(|e| e.into_inner());
+                    w.sampler_cpu_s = Some((cpu_s * 1e3).round() / 1e3);
+                    return Ok(None);
+                }
+                if let Some(error) = l.error.take() {
                     return Err(crate::terminal::line(&error).chars().take(300).collect());
                 }
-                let status = l.status.ok_or("a sample without a status")?;
+                let status = l.status.take().ok_or("a sample without a status")?;
                 let mut parsed =
                     ceph_status::parse(&status.to_string()).map_err(|e| e.to_string())?;
                 if let Some(pgs) = &l.pg_stat {
@@ -265,10 +300,13 @@ fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>
                     parsed = parsed.with_pgs(pgs);
                 }
                 let t_s = (l.t - epoch_start).max(0.0);
-                Ok(ClusterSample::from_status(t_s, &parsed))
+                let mut sample = ClusterSample::from_status(t_s, &parsed);
+                sample.osd_ops = osd_sample(&mut osd_deltas, t_s, &l);
+                Ok(Some(sample))
             });
         match sample {
-            Ok(sample) => {
+            Ok(None) => {}
+            Ok(Some(sample)) => {
                 let mut w = watch.lock().unwrap_or_else(|e| e.into_inner());
                 if w.samples.len() < MAX_SAMPLES {
                     w.samples.push(sample);
@@ -279,6 +317,32 @@ fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>
             Err(error) => note_error(watch, error),
         }
     }
+}
+
+/// The OSDs' second before `t_s`. An OSD whose dump does not parse is left
+/// out of that second (and differenced afresh later), as is the manager's
+/// view when `osd perf` does not parse: nothing in a sample is guessed.
+fn osd_sample(
+    deltas: &mut osds::Deltas,
+    t_s: f64,
+    line: &Line,
+) -> std::collections::BTreeMap<u32, osds::OsdSample> {
+    use pipeline_parsers::osd_perf;
+    let counters = line
+        .osd_counters
+        .iter()
+        .filter_map(|(id, dump)| {
+            let id = id.parse::<u32>().ok()?;
+            let counters = osd_perf::parse_perf_dump(&dump.to_string()).ok()?;
+            Some((id, counters))
+        })
+        .collect();
+    let latencies = line
+        .osd_perf
+        .as_ref()
+        .and_then(|v| osd_perf::parse_osd_perf(&v.to_string()).ok())
+        .unwrap_or_default();
+    deltas.sample(t_s, &counters, &latencies)
 }
 
 fn note_error(watch: &Mutex<ClusterWatch>, error: String) {
@@ -298,10 +362,11 @@ mod tests {
             include_str!("../../../../plugins/parsers/tests/data/ceph-status-16.2.15-local.json");
         let status: serde_json::Value = serde_json::from_str(status.trim()).unwrap();
         let text = format!(
-            "{}\n{}\n{}\nnot json\n",
+            "{}\n{}\n{}\nnot json\n{}\n",
             serde_json::json!({"t": 101.5, "status": status}),
             serde_json::json!({"t": 102.5, "error": "timed out"}),
             serde_json::json!({"t": 103.0, "error": "again"}),
+            serde_json::json!({"t": 104.0, "cpu_s": 0.1234}),
         );
         let watch = Mutex::new(ClusterWatch::default());
         read_samples(text.as_bytes(), 100.0, &watch);
@@ -314,5 +379,56 @@ mod tests {
         );
         assert_eq!(s.not_clean(), 0);
         assert_eq!(w.error.as_deref(), Some("timed out"));
+        assert_eq!(w.sampler_cpu_s, Some(0.123));
+    }
+
+    #[test]
+    fn the_sampler_asks_for_every_counter_the_parser_reads() {
+        for name in pipeline_parsers::osd_perf::COUNTERS {
+            assert!(SAMPLER.contains(&format!("\"{name}\"")), "{name}");
+        }
+    }
+
+    #[test]
+    fn two_readings_of_an_osds_counters_give_its_second_and_the_stage() {
+        let data = |f: &str| {
+            let path = format!(
+                "{}/../../plugins/parsers/tests/data/{f}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(path).unwrap();
+            serde_json::from_str::<serde_json::Value>(text.trim()).unwrap()
+        };
+        let status = data("ceph-status-16.2.15-local.json");
+        let perf = data("ceph-osd-perf-16.2.15-local.json");
+        // The captured dump (op_w 26, 2.41 s in all), then the same OSD 1 s
+        // later with 100 more writes that took 0.5 s.
+        let first = data("ceph-tell-osd-perf-dump-osd-16.2.15-local.json");
+        let mut second = first.clone();
+        let osd = &mut second["osd"];
+        osd["op_w"] = serde_json::json!(126);
+        osd["op_w_latency"]["avgcount"] = serde_json::json!(126);
+        osd["op_w_latency"]["sum"] = serde_json::json!(2.406698043 + 0.5);
+        osd["op_wip"] = serde_json::json!(4);
+        let line = |t: f64, dump: &serde_json::Value| serde_json::json!({"t": t, "status": status, "osd_perf": perf, "osd_counters": {"1": dump}});
+        let text = format!("{}\n{}\n", line(101.0, &first), line(102.0, &second));
+        let watch = Mutex::new(ClusterWatch::default());
+        read_samples(text.as_bytes(), 100.0, &watch);
+        let w = watch.into_inner().unwrap();
+        assert_eq!(w.samples.len(), 2);
+        assert!(
+            w.samples[0].osd_ops.is_empty(),
+            "a first reading is a baseline"
+        );
+        let o = &w.samples[1].osd_ops[&1];
+        assert_eq!((o.writes_per_s, o.reads_per_s), (100.0, 0.0));
+        assert_eq!((o.write_latency_ms, o.ops_in_progress), (Some(5.0), 4));
+        assert!(o.commit_latency_ms.is_some(), "osd perf lists osd.1");
+        let activity = osds::activity(&w.samples);
+        assert_eq!(activity.len(), 1);
+        assert_eq!(
+            (activity[0].writes, activity[0].write_latency_ms),
+            (100, Some(5.0))
+        );
     }
 }

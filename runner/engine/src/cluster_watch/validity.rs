@@ -104,6 +104,7 @@ mod tests {
             osds_up: 6,
             osds_in: 6,
             recovering_bytes_per_s: 0.0,
+            osd_ops: BTreeMap::new(),
         }
     }
 

@@ -156,6 +156,16 @@ pub fn compile(
             .as_ref()
             .and_then(|c| c.watch.as_ref())
             .is_none_or(|w| **w),
+        watch_osds: config
+            .cluster
+            .as_ref()
+            .and_then(|c| c.watch_osds.as_ref())
+            .is_none_or(|w| **w),
+        watch_hosts: config
+            .inventory
+            .as_ref()
+            .and_then(|i| i.watch.as_ref())
+            .is_none_or(|w| **w),
         cluster_flags,
         cluster_hosts: inventory.cluster_hosts(),
         stages: main,

@@ -62,6 +62,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
 /// One second of one host.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostSample {
@@ -75,6 +79,18 @@ pub struct HostSample {
     /// Share of all cores' time the hypervisor gave to other guests, in %.
     #[serde(default)]
     pub cpu_steal_pct: f64,
+    /// Shares of all cores' time in user (and nice), system and softirq, in %.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cpu_user_pct: f64,
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cpu_system_pct: f64,
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cpu_softirq_pct: f64,
+    /// `/proc/meminfo`'s MemTotal and MemAvailable at the reading, bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memory_total_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memory_available_bytes: u64,
     /// The block devices that did I/O.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub disks: BTreeMap<String, DiskSample>,
@@ -91,12 +107,23 @@ pub struct DiskSample {
     pub util_pct: f64,
     pub read_bytes_per_s: f64,
     pub write_bytes_per_s: f64,
+    /// I/Os completed in the second.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub reads_per_s: f64,
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub writes_per_s: f64,
+    /// Mean time those I/Os took, queue included (iostat's await), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub await_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NicSample {
     pub rx_bytes_per_s: f64,
     pub tx_bytes_per_s: f64,
+    /// Packets dropped in the second, received and sent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
 }
 
 /// Where readings come from: this machine's `/proc`, or a host's over SSH.
@@ -123,6 +150,21 @@ impl Source {
 }
 
 type Stop = Arc<(Mutex<bool>, Condvar)>;
+
+/// Fewer samples than this on every host judge nothing (a stage of a
+/// second or two: `ceph df`), neither a limit nor its absence.
+pub const MIN_SAMPLES_TO_JUDGE: usize = 3;
+
+/// The verdict when nothing was saturated: some host was watched for at
+/// least [`MIN_SAMPLES_TO_JUDGE`] seconds and no host had a CPU, disk or NIC
+/// at its limit, so the figures are what the cluster's latency allowed at
+/// the stage's concurrency.
+pub fn latency_bound(watches: &[HostWatch]) -> bool {
+    watches
+        .iter()
+        .any(|w| w.samples.len() >= MIN_SAMPLES_TO_JUDGE)
+        && watches.iter().all(|w| w.limited_by.is_empty())
+}
 
 /// Runs `body` with this machine and each of `remotes` watched beside it;
 /// each host's samples and verdict, this machine first. A host that cannot
@@ -315,6 +357,7 @@ fn read_snapshot() -> Option<procfs::Snapshot> {
         &read_bounded("/proc/net/dev").unwrap_or_default(),
         &read_bounded("/proc/net/snmp").unwrap_or_default(),
         &read_bounded("/proc/diskstats").unwrap_or_default(),
+        &read_bounded("/proc/meminfo").unwrap_or_default(),
     );
     // Whole devices only (a partition's I/O is its disk's too), as /sys/block lists them.
     snapshot
@@ -373,5 +416,18 @@ mod tests {
             assert!(s.cpu_busy_pct.iter().all(|p| (0.0..=100.0).contains(p)));
         }
         assert!(watch.samples.windows(2).all(|w| w[0].t_s < w[1].t_s));
+    }
+
+    #[test]
+    fn latency_bound_needs_enough_seconds_and_no_limit_on_any_host() {
+        let watched = |samples: usize, limited: &[&str]| HostWatch {
+            samples: vec![HostSample::default(); samples],
+            limited_by: limited.iter().map(|l| l.to_string()).collect(),
+            ..HostWatch::default()
+        };
+        assert!(latency_bound(&[watched(3, &[]), watched(0, &[])]));
+        assert!(!latency_bound(&[watched(2, &[])]), "too short to judge");
+        assert!(!latency_bound(&[watched(5, &[]), watched(5, &["disk"])]));
+        assert!(!latency_bound(&[]));
     }
 }

@@ -17,6 +17,11 @@ pub struct CpuTimes {
     pub iowait: u64,
     /// Taken by the hypervisor for other guests.
     pub steal: u64,
+    /// The parts of `busy` worth telling apart: user and nice; system;
+    /// softirq (network receive work lands there).
+    pub user: u64,
+    pub system: u64,
+    pub softirq: u64,
 }
 
 impl CpuTimes {
@@ -46,6 +51,9 @@ pub fn parse_stat(text: &str) -> Vec<CpuTimes> {
                 idle: at(3),
                 iowait: at(4),
                 steal: at(7),
+                user: at(0).saturating_add(at(1)),
+                system: at(2),
+                softirq: at(6),
             })
         })
         .collect()
@@ -58,8 +66,17 @@ fn plausible_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_graphic())
 }
 
-/// `/proc/net/dev`: interface → (bytes received, bytes sent).
-pub fn parse_net_dev(text: &str) -> BTreeMap<String, (u64, u64)> {
+/// An interface's counters from `/proc/net/dev`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NicCounters {
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// Packets dropped, received and sent (a full ring, a full qdisc).
+    pub dropped: u64,
+}
+
+/// `/proc/net/dev`: interface → its counters.
+pub fn parse_net_dev(text: &str) -> BTreeMap<String, NicCounters> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let Some((name, counters)) = line.split_once(':') else {
@@ -70,7 +87,15 @@ pub fn parse_net_dev(text: &str) -> BTreeMap<String, (u64, u64)> {
             .map_while(|f| f.parse().ok())
             .collect();
         if n.len() >= 9 && plausible_name(name.trim()) {
-            out.insert(name.trim().to_string(), (n[0], n[8]));
+            out.insert(
+                name.trim().to_string(),
+                NicCounters {
+                    rx_bytes: n[0],
+                    tx_bytes: n[8],
+                    // rx: bytes packets errs drop …; tx from the 9th on, the same.
+                    dropped: n[3].saturating_add(n.get(11).copied().unwrap_or(0)),
+                },
+            );
         }
     }
     out
@@ -90,6 +115,11 @@ pub fn parse_tcp_retransmits(text: &str) -> Option<u64> {
 /// A block device's counters from `/proc/diskstats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DiskCounters {
+    pub reads: u64,
+    pub writes: u64,
+    /// Milliseconds the completed reads and writes took, queue included.
+    pub read_ms: u64,
+    pub write_ms: u64,
     pub sectors_read: u64,
     pub sectors_written: u64,
     /// Milliseconds the device had I/O in flight (its utilisation).
@@ -105,12 +135,17 @@ pub fn parse_diskstats(text: &str) -> BTreeMap<String, DiskCounters> {
             continue;
         }
         let n = |i: usize| fields[i].parse::<u64>().ok();
+        // major minor name, then reads merged sectors ms, writes merged sectors ms, in-flight, io_ticks.
         if let (Some(read), Some(written), Some(ticks), true) =
             (n(5), n(9), n(12), plausible_name(fields[2]))
         {
             out.insert(
                 fields[2].to_string(),
                 DiskCounters {
+                    reads: n(3).unwrap_or(0),
+                    read_ms: n(6).unwrap_or(0),
+                    writes: n(7).unwrap_or(0),
+                    write_ms: n(10).unwrap_or(0),
                     sectors_read: read,
                     sectors_written: written,
                     io_ticks_ms: ticks,
@@ -191,19 +226,41 @@ pub fn parse_tc_qdiscs(json: &str, rates: &mut BTreeMap<String, LinkRate>) {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub cpus: Vec<CpuTimes>,
-    pub nics: BTreeMap<String, (u64, u64)>,
+    pub nics: BTreeMap<String, NicCounters>,
     pub tcp_retransmits: Option<u64>,
     pub disks: BTreeMap<String, DiskCounters>,
+    pub memory: Option<Memory>,
 }
 
-/// The texts of `/proc/stat`, `/proc/net/dev`, `/proc/net/snmp` and
-/// `/proc/diskstats`, parsed.
-pub fn snapshot(stat: &str, net_dev: &str, snmp: &str, diskstats: &str) -> Snapshot {
+/// `/proc/meminfo`'s total and available memory, bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Memory {
+    pub total: u64,
+    pub available: u64,
+}
+
+/// `MemTotal` and `MemAvailable` of `/proc/meminfo` (kB there).
+pub fn parse_meminfo(text: &str) -> Option<Memory> {
+    let kb = |key: &str| {
+        text.lines().find_map(|l| {
+            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+            let n: u64 = rest.split_ascii_whitespace().next()?.parse().ok()?;
+            n.checked_mul(1024)
+        })
+    };
+    let (total, available) = (kb("MemTotal")?, kb("MemAvailable")?);
+    (total > 0 && available <= total).then_some(Memory { total, available })
+}
+
+/// The texts of `/proc/stat`, `/proc/net/dev`, `/proc/net/snmp`,
+/// `/proc/diskstats` and `/proc/meminfo`, parsed.
+pub fn snapshot(stat: &str, net_dev: &str, snmp: &str, diskstats: &str, meminfo: &str) -> Snapshot {
     Snapshot {
         cpus: parse_stat(stat),
         nics: parse_net_dev(net_dev),
         tcp_retransmits: parse_tcp_retransmits(snmp),
         disks: parse_diskstats(diskstats),
+        memory: parse_meminfo(meminfo),
     }
 }
 
@@ -219,6 +276,7 @@ pub fn between(before: &Snapshot, after: &Snapshot, seconds: f64, t_s: f64) -> H
     let seconds = seconds.max(1e-3);
     let mut cpu_busy_pct = Vec::new();
     let (mut iowait, mut steal, mut total) = (0u64, 0u64, 0u64);
+    let (mut user, mut system, mut softirq) = (0u64, 0u64, 0u64);
     for (b, a) in before.cpus.iter().zip(&after.cpus) {
         let d = |x: u64, y: u64| y.saturating_sub(x);
         let t = d(b.total(), a.total());
@@ -230,6 +288,9 @@ pub fn between(before: &Snapshot, after: &Snapshot, seconds: f64, t_s: f64) -> H
         });
         iowait += d(b.iowait, a.iowait);
         steal += d(b.steal, a.steal);
+        user += d(b.user, a.user);
+        system += d(b.system, a.system);
+        softirq += d(b.softirq, a.softirq);
         total += t;
     }
     let share = |x: u64| {
@@ -240,17 +301,20 @@ pub fn between(before: &Snapshot, after: &Snapshot, seconds: f64, t_s: f64) -> H
         }
     };
     let mut nics = BTreeMap::new();
-    for (name, (rx, tx)) in &after.nics {
-        let Some((rx0, tx0)) = before.nics.get(name) else {
+    for (name, now) in &after.nics {
+        let Some(then) = before.nics.get(name) else {
             continue;
         };
-        let (rx, tx) = (rx.saturating_sub(*rx0), tx.saturating_sub(*tx0));
-        if rx > 0 || tx > 0 {
+        let rx = now.rx_bytes.saturating_sub(then.rx_bytes);
+        let tx = now.tx_bytes.saturating_sub(then.tx_bytes);
+        let dropped = now.dropped.saturating_sub(then.dropped);
+        if rx > 0 || tx > 0 || dropped > 0 {
             nics.insert(
                 name.clone(),
                 NicSample {
                     rx_bytes_per_s: (rx as f64 / seconds).round(),
                     tx_bytes_per_s: (tx as f64 / seconds).round(),
+                    dropped,
                 },
             );
         }
@@ -263,11 +327,22 @@ pub fn between(before: &Snapshot, after: &Snapshot, seconds: f64, t_s: f64) -> H
         let ticks = c.io_ticks_ms.saturating_sub(c0.io_ticks_ms);
         let read = c.sectors_read.saturating_sub(c0.sectors_read);
         let written = c.sectors_written.saturating_sub(c0.sectors_written);
+        let reads = c.reads.saturating_sub(c0.reads);
+        let writes = c.writes.saturating_sub(c0.writes);
+        let io_ms = c
+            .read_ms
+            .saturating_sub(c0.read_ms)
+            .saturating_add(c.write_ms.saturating_sub(c0.write_ms));
         if ticks > 0 || read > 0 || written > 0 {
+            let ios = reads.saturating_add(writes);
             disks.insert(
                 name.clone(),
                 DiskSample {
                     util_pct: tenth((100.0 * ticks as f64 / (1000.0 * seconds)).min(100.0)),
+                    reads_per_s: (reads as f64 / seconds).round(),
+                    writes_per_s: (writes as f64 / seconds).round(),
+                    // iostat's await: the time an I/O completed in this second took, queue included.
+                    await_ms: (ios > 0).then(|| tenth(io_ms as f64 / ios as f64)),
                     // /proc/diskstats counts 512-byte sectors whatever the device's own size.
                     read_bytes_per_s: (read as f64 * 512.0 / seconds).round(),
                     write_bytes_per_s: (written as f64 * 512.0 / seconds).round(),
@@ -284,6 +359,11 @@ pub fn between(before: &Snapshot, after: &Snapshot, seconds: f64, t_s: f64) -> H
         cpu_busy_pct,
         cpu_iowait_pct: share(iowait),
         cpu_steal_pct: share(steal),
+        cpu_user_pct: share(user),
+        cpu_system_pct: share(system),
+        cpu_softirq_pct: share(softirq),
+        memory_total_bytes: after.memory.map_or(0, |m| m.total),
+        memory_available_bytes: after.memory.map_or(0, |m| m.available),
         disks,
         nics,
         tcp_retransmits,
@@ -312,6 +392,7 @@ mod tests {
             &or_empty("net-dev"),
             &or_empty("net-snmp"),
             &or_empty("diskstats"),
+            &or_empty("meminfo"),
         )
     }
 
@@ -322,12 +403,23 @@ mod tests {
         assert_eq!(cpus[0].idle, 1293394);
         assert_eq!(cpus[0].steal, 12197);
         let nics = parse_net_dev(&capture("debian12-idle-0.net-dev"));
-        assert_eq!(nics["eth0"], (787778316, 1063020));
+        assert_eq!(
+            (nics["eth0"].rx_bytes, nics["eth0"].tx_bytes),
+            (787778316, 1063020)
+        );
         assert!(nics.contains_key("lo"));
         assert_eq!(
             parse_tcp_retransmits(&capture("debian12-idle-0.net-snmp")),
             Some(8155)
         );
+        let memory = parse_meminfo(&capture("debian12-idle-0.meminfo")).unwrap();
+        assert_eq!(memory.total, 24683792 * 1024);
+        assert_eq!(memory.available, 23430300 * 1024);
+        assert_eq!(
+            parse_meminfo("MemTotal: 10 kB\nMemAvailable: 20 kB\n"),
+            None
+        );
+        assert_eq!(parse_meminfo("MemTotal: 99999999999999999999 kB"), None);
         let disks = parse_diskstats(&capture("debian12-idle-0.diskstats"));
         assert!(disks.contains_key("vda") && disks.contains_key("loop0"));
     }
@@ -377,6 +469,14 @@ mod tests {
         let vda = &s.disks["vda"];
         assert_eq!(vda.util_pct, 54.4);
         assert_eq!(vda.write_bytes_per_s, 1632448.0 * 512.0);
+        // 1606 writes and 8 reads completed, taking 980 + 6 ms: iostat's await.
+        assert_eq!((vda.writes_per_s, vda.reads_per_s), (1606.0, 8.0));
+        assert_eq!(vda.await_ms, Some(0.6));
+        // Of the two cores' 212 ticks: 25 system (dd's), 5 user, 6 softirq.
+        assert_eq!(
+            (s.cpu_system_pct, s.cpu_user_pct, s.cpu_softirq_pct),
+            (11.8, 2.4, 2.8)
+        );
         assert!(!s.disks.contains_key("loop0"), "idle devices are left out");
     }
 
@@ -386,6 +486,8 @@ mod tests {
         assert!(parse_net_dev("eth0: 1 2\n:::").is_empty());
         assert_eq!(parse_tcp_retransmits("Tcp: RetransSegs\n"), None);
         assert!(parse_diskstats("1 2 sda 1 2").is_empty());
+        let drops = parse_net_dev("eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16");
+        assert_eq!(drops["eth0"].dropped, 4 + 12);
         assert!(parse_net_dev("\u{1b}]0;x\u{7}: 1 2 3 4 5 6 7 8 9 10").is_empty());
         let later = snap("debian12-dd-direct-1");
         let earlier = snap("debian12-dd-direct-0");

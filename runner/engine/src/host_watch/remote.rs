@@ -23,6 +23,7 @@ echo @@stat; cat /proc/stat; \
 echo @@net-dev; cat /proc/net/dev; \
 echo @@snmp; cat /proc/net/snmp; \
 echo @@diskstats; cat /proc/diskstats; \
+echo @@meminfo; cat /proc/meminfo; \
 echo @@block; ls /sys/block; \
 echo @@speed; for f in /sys/class/net/*/speed; do n=${f%/speed}; echo \"${n##*/} $(cat \"$f\" 2>/dev/null)\"; done; \
 echo @@qdisc; tc -j qdisc show 2>/dev/null; echo; \
@@ -102,6 +103,7 @@ impl Session {
                     "net-dev" => Some("net-dev"),
                     "snmp" => Some("snmp"),
                     "diskstats" => Some("diskstats"),
+                    "meminfo" => Some("meminfo"),
                     "block" => Some("block"),
                     "speed" => Some("speed"),
                     "qdisc" => Some("qdisc"),
@@ -120,8 +122,13 @@ impl Session {
         if procfs::parse_stat(get("stat")).is_empty() {
             return Err("an answer without /proc/stat".into());
         }
-        let mut snapshot =
-            procfs::snapshot(get("stat"), get("net-dev"), get("snmp"), get("diskstats"));
+        let mut snapshot = procfs::snapshot(
+            get("stat"),
+            get("net-dev"),
+            get("snmp"),
+            get("diskstats"),
+            get("meminfo"),
+        );
         let whole: Vec<&str> = get("block").lines().map(str::trim).collect();
         snapshot
             .disks

@@ -149,8 +149,32 @@ pub fn verdict(
             "{retransmits} TCP segment(s) retransmitted on {host}"
         ));
     }
+    let mut dropped: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in samples {
+        for (nic, n) in &s.nics {
+            *dropped.entry(nic).or_default() += n.dropped;
+        }
+    }
+    for (nic, n) in dropped.into_iter().filter(|(_, n)| *n > 0) {
+        out.observations
+            .push(format!("{n} packet(s) dropped on {nic} of {host}"));
+    }
+    let lowest = samples
+        .iter()
+        .filter(|s| s.memory_total_bytes > 0)
+        .map(|s| s.memory_available_bytes as f64 / s.memory_total_bytes as f64)
+        .min_by(f64::total_cmp);
+    if let Some(share) = lowest.filter(|s| *s < LOW_MEMORY_SHARE) {
+        out.observations.push(format!(
+            "{host}'s available memory fell to {:.1}% of its total (memory pressure: reclaim or swapping may have slowed it)",
+            share * 100.0
+        ));
+    }
     out
 }
+
+/// Below this share of MemAvailable a host's memory is worth a note.
+const LOW_MEMORY_SHARE: f64 = 0.05;
 
 /// Steal counts against a core's availability: a core the hypervisor took
 /// 20% of is at its limit at 80% busy.
@@ -239,15 +263,20 @@ mod tests {
             NicSample {
                 rx_bytes_per_s: 118e6,
                 tx_bytes_per_s: 1e6,
+                ..NicSample::default()
             },
         );
         s.cpu_steal_pct = 12.0;
         s.tcp_retransmits = 3;
+        s.nics.get_mut("eth0").unwrap().dropped = 7;
+        s.memory_total_bytes = 1000;
+        s.memory_available_bytes = 20;
         s.nics.insert(
             "veth1".into(),
             NicSample {
                 rx_bytes_per_s: 1e6,
                 tx_bytes_per_s: 24.5e6,
+                ..NicSample::default()
             },
         );
         let rates = BTreeMap::from([
@@ -280,7 +309,9 @@ mod tests {
             v.observations,
             [
                 "the hypervisor took 12% of local's CPU time (steal)",
-                "3 TCP segment(s) retransmitted on local"
+                "3 TCP segment(s) retransmitted on local",
+                "7 packet(s) dropped on eth0 of local",
+                "local's available memory fell to 2.0% of its total (memory pressure: reclaim or swapping may have slowed it)"
             ]
         );
     }

@@ -67,6 +67,7 @@ impl Runner<'_> {
             events: Vec::new(),
             cluster: None,
             hosts: Vec::new(),
+            latency_bound: false,
         }
     }
 
@@ -135,7 +136,8 @@ impl Runner<'_> {
         let show = |m: &str| bar.message(m);
         let during_dir = self.stage_dir(stage).join("during");
         let conn = self.watches_cluster(stage).then(|| self.plan.ceph.clone());
-        let watch_host = is_benchmark(stage);
+        let watch_host = self.plan.watch_hosts && is_benchmark(stage);
+        let watch_osds = self.plan.watch_osds;
         // Where the stage runs, then the cluster's own hosts: a figure is
         // as often limited by an OSD host's disk or NIC as by the client.
         let mut watched_hosts = stage.targets.clone();
@@ -149,7 +151,8 @@ impl Runner<'_> {
                 let mut run = || self.run_repetitions(stage, &params, &mut record, cancel, &show);
                 let mut watched = || match &conn {
                     Some(conn) => {
-                        let (tools, watch) = crate::cluster_watch::beside(conn, &mut run);
+                        let (tools, watch) =
+                            crate::cluster_watch::beside(conn, watch_osds, &mut run);
                         (tools, Some(watch))
                     }
                     None => (run(), None),
@@ -515,6 +518,7 @@ fn record_host_watch(record: &mut StageRecord, watches: Vec<crate::host_watch::H
             });
         }
     }
+    record.latency_bound = crate::host_watch::latency_bound(&watches);
     record.hosts = watches;
 }
 
@@ -637,6 +641,9 @@ fn finish_line(record: &StageRecord, elapsed: Duration) -> String {
     }
     for limit in record.hosts.iter().flat_map(|h| &h.limited_by) {
         line.push_str(&format!(" [limited by {limit}]"));
+    }
+    if record.latency_bound {
+        line.push_str(" [none saturated: latency-bound]");
     }
     line
 }

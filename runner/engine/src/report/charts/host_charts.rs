@@ -126,6 +126,7 @@ mod tests {
             NicSample {
                 rx_bytes_per_s: rx,
                 tx_bytes_per_s: 0.0,
+                ..NicSample::default()
             },
         );
         s
