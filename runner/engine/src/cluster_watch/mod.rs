@@ -71,7 +71,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// The cluster at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterSample {
     /// Seconds since the stage began (this machine's clock).
     pub t_s: f64,

@@ -15,6 +15,7 @@ pub mod bars;
 pub mod curve;
 pub mod host_charts;
 pub mod names;
+pub mod osd_charts;
 pub mod over_runs;
 #[cfg(test)]
 pub mod readback;
@@ -139,51 +140,57 @@ pub fn write_charts(results: &RunResults, run_dir: &Path) -> Vec<StageCharts> {
                 )),
             }
         }
-        // After the stage's own: what the hosts did while it ran.
-        host_watch_charts(&root, stage, &mut taken, charts);
+        // After the stage's own: what the OSDs and the hosts did while it ran.
+        telemetry_charts(&root, stage, &mut taken, charts);
     }
     out
 }
 
-/// The host watch's charts of a stage (its hosts' CPU and NICs), in the
-/// stage's folder beside its series charts.
-fn host_watch_charts(
+/// The telemetry's charts of a stage (its OSDs' ops and latency, its hosts'
+/// CPU and NICs), in the stage's folder beside its series charts.
+fn telemetry_charts(
     root: &Dir,
     stage: &StageRecord,
     taken: &mut BTreeMap<PathBuf, names::Taken>,
     charts: &mut StageCharts,
 ) {
-    // The stage's folder, as its artifacts name it (`stages/ID/...`).
-    let Some(folder) = stage.artifacts.iter().find_map(|a| {
-        let mut parts = Path::new(&a.path).components();
-        match (parts.next(), parts.next()) {
-            (Some(std::path::Component::Normal(s)), Some(std::path::Component::Normal(id)))
-                if s == "stages" =>
-            {
-                Some(Path::new("stages").join(id))
-            }
+    // The stage's folder, as its artifacts or its commands' raw outputs
+    // name it (`stages/ID/...`): a stage without series still has one.
+    let paths = stage
+        .artifacts
+        .iter()
+        .map(|a| a.path.as_str())
+        .chain(stage.commands.iter().map(|c| c.stdout.as_str()));
+    let Some(folder) = paths.into_iter().find_map(|p| {
+        let mut parts = Path::new(p).components();
+        match (parts.next(), parts.next(), parts.next()) {
+            (
+                Some(std::path::Component::Normal(s)),
+                Some(std::path::Component::Normal(id)),
+                Some(_),
+            ) if s == "stages" => Some(Path::new("stages").join(id)),
             _ => None,
         }
     }) else {
         return;
     };
-    for watch in &stage.hosts {
-        for (stem, alt, text) in host_charts::charts(watch) {
-            let stem = taken
-                .entry(folder.clone())
-                .or_default()
-                .claim(names::file_stem(&stem));
-            let rel = folder.join(CHARTS_DIR).join(format!("{stem}.svg"));
-            match write(root, &rel, &text) {
-                Ok(()) => charts.charts.push(ChartRef {
-                    path: rel.display().to_string(),
-                    alt: markdown_alt(&alt),
-                }),
-                Err(e) => charts.notes.push(note(
-                    "hosts",
-                    format!("cannot write {}: {e}", rel.display()),
-                )),
-            }
+    // The OSDs' series first (the cluster's), then each host's.
+    let osds = stage.cluster.iter().flat_map(osd_charts::charts);
+    for (stem, alt, text) in osds.chain(stage.hosts.iter().flat_map(host_charts::charts)) {
+        let stem = taken
+            .entry(folder.clone())
+            .or_default()
+            .claim(names::file_stem(&stem));
+        let rel = folder.join(CHARTS_DIR).join(format!("{stem}.svg"));
+        match write(root, &rel, &text) {
+            Ok(()) => charts.charts.push(ChartRef {
+                path: rel.display().to_string(),
+                alt: markdown_alt(&alt),
+            }),
+            Err(e) => charts.notes.push(note(
+                "telemetry",
+                format!("cannot write {}: {e}", rel.display()),
+            )),
         }
     }
 }
