@@ -56,6 +56,10 @@ pub struct Counters {
     pub delete_ops: Option<u64>,
     pub delete_bytes: Option<u64>,
     pub list_ops: Option<u64>,
+    /// Gauges at the dump, in `rgw` in every release seen: requests queued
+    /// for a frontend thread (`qlen`) and being served (`qactive`).
+    pub queue_length: Option<u64>,
+    pub active_requests: Option<u64>,
 }
 
 /// Reads the counters from a `perf dump` or `counter dump` (lines before the
@@ -70,6 +74,8 @@ pub fn counters(text: &str) -> Result<Counters, ParseError> {
     };
     let requests = counter(rgw, "rgw", "req")?;
     let failed_requests = counter(rgw, "rgw", "failed_req")?;
+    let queue_length = rgw.get("qlen").and_then(Value::as_u64);
+    let active_requests = rgw.get("qactive").and_then(Value::as_u64);
     // 19.2 and later: the object counters moved to `rgw_op` (and `rgw` has
     // no `put` any more). A dump with both is read from `rgw_op`.
     if doc.get("rgw_op").is_some() {
@@ -86,6 +92,8 @@ pub fn counters(text: &str) -> Result<Counters, ParseError> {
             delete_ops: Some(read("del_obj_ops")?),
             delete_bytes: Some(read("del_obj_bytes")?),
             list_ops: Some(read("list_obj_ops")?),
+            queue_length,
+            active_requests,
         });
     }
     // 16.2 and 18.2.
@@ -101,6 +109,8 @@ pub fn counters(text: &str) -> Result<Counters, ParseError> {
         delete_ops: None,
         delete_bytes: None,
         list_ops: None,
+        queue_length,
+        active_requests,
     })
 }
 

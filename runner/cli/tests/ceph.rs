@@ -143,6 +143,24 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
         );
     }
     assert!(report.contains("Each OSD during the stage (3, from its own op counters)"));
+    // The sandbox gateway's own counters beside the S3 and Swift load.
+    for id in ["s3[workload=get]", "swift[workload=put]"] {
+        let gateways = stage(&r, id)["cluster"]["gateways"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(gateways.len(), 1, "{id}: {gateways:#?}");
+        assert_eq!(gateways[0]["name"], "client.rgw.sandbox");
+        assert!(
+            gateways[0]["requests"].as_u64().unwrap() > 0,
+            "{id}: {gateways:#?}"
+        );
+        assert!(
+            gateways[0]["max_active"].as_u64().unwrap() > 0,
+            "{id}: {gateways:#?}"
+        );
+    }
+    assert!(report.contains("Gateway `client.rgw.sandbox` during the stage: "));
     // This machine's memory beside the figures, and whether anything limited them.
     let here = &stage(&r, "rados-write")["hosts"][0]["samples"][0];
     assert!(here["memory_total_bytes"].as_u64().unwrap() > 0, "{here:#}");

@@ -9,6 +9,7 @@
 //! over one librados connection: a `ceph status` CLI call costs 0.23 CPU-s
 //! here, one over the open connection 0.4 ms.
 
+pub mod gateways;
 pub mod osds;
 pub mod validity;
 
@@ -57,7 +58,11 @@ pub struct ClusterWatch {
     /// Each OSD over the stage (from the OSDs' own counters).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub osds: Vec<osds::OsdActivity>,
-    /// Worth knowing beside the figures: an OSD much slower than the others.
+    /// Each radosgw on this machine over the stage (from its admin socket).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<gateways::GatewayActivity>,
+    /// Worth knowing beside the figures: an OSD much slower than the
+    /// others, requests queued in a gateway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observations: Vec<String>,
     /// CPU time the sampler used (user + system, its start-up and
@@ -93,6 +98,10 @@ pub struct ClusterSample {
     /// second sample on; at most 64 OSDs are read).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub osd_ops: std::collections::BTreeMap<u32, osds::OsdSample>,
+    /// Each radosgw on this machine over the second before the sample, by
+    /// daemon name (from the second sample on).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub gateways: std::collections::BTreeMap<String, gateways::GatewaySample>,
 }
 
 fn is_zero_f64(x: &f64) -> bool {
@@ -124,6 +133,7 @@ impl ClusterSample {
             osds_in: s.num_in_osds,
             recovering_bytes_per_s: s.recovering_bytes_per_sec,
             osd_ops: std::collections::BTreeMap::new(),
+            gateways: std::collections::BTreeMap::new(),
         }
     }
 
@@ -181,6 +191,8 @@ pub fn beside<R>(conn: &CephConnection, osds: bool, body: impl FnOnce() -> R) ->
     watch.unhealthy = validity::verdict(&watch.samples, duration);
     watch.osds = osds::activity(&watch.samples);
     watch.observations = osds::slow_osds(&watch.osds);
+    watch.gateways = gateways::activity(&watch.samples);
+    watch.observations.extend(gateways::notes(&watch.gateways));
     (result, watch)
 }
 
@@ -255,6 +267,9 @@ struct Line {
     /// Each OSD's `perf dump osd`, by id.
     #[serde(default)]
     osd_counters: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Each local radosgw's `perf dump` counters, by daemon name.
+    #[serde(default)]
+    gateways: std::collections::BTreeMap<String, serde_json::Value>,
     /// The sampler's last line: the CPU time it used.
     #[serde(default)]
     cpu_s: Option<f64>,
@@ -264,6 +279,7 @@ fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>
     let mut lines = BufReader::new(stdout);
     let mut line = Vec::new();
     let mut osd_deltas = osds::Deltas::default();
+    let mut gateway_deltas = gateways::Deltas::default();
     loop {
         line.clear();
         let read = (&mut lines).take(MAX_LINE).read_until(b'\n', &mut line);
@@ -302,6 +318,7 @@ fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>
                 let t_s = (l.t - epoch_start).max(0.0);
                 let mut sample = ClusterSample::from_status(t_s, &parsed);
                 sample.osd_ops = osd_sample(&mut osd_deltas, t_s, &l);
+                sample.gateways = gateway_deltas.sample(t_s, gateway_readings(&l));
                 Ok(Some(sample))
             });
         match sample {
@@ -343,6 +360,22 @@ fn osd_sample(
         .and_then(|v| osd_perf::parse_osd_perf(&v.to_string()).ok())
         .unwrap_or_default();
     deltas.sample(t_s, &counters, &latencies)
+}
+
+/// Each gateway's counters in a sample line; one whose dump is an error
+/// or does not parse, or whose name is not a daemon's, is left out.
+fn gateway_readings(
+    line: &Line,
+) -> std::collections::BTreeMap<String, pipeline_parsers::rgw_perf::Counters> {
+    line.gateways
+        .iter()
+        .filter(|(name, _)| gateways::plausible_name(name))
+        .filter_map(|(name, dump)| {
+            let counters = pipeline_parsers::rgw_perf::counters(&dump.to_string()).ok()?;
+            Some((name.clone(), counters))
+        })
+        .take(8)
+        .collect()
 }
 
 fn note_error(watch: &Mutex<ClusterWatch>, error: String) {

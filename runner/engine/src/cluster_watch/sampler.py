@@ -1,14 +1,18 @@
 # The cluster watch's sampler (runner/engine/src/cluster_watch/mod.rs):
 # `ceph status` (and the manager's `pg stat` and `osd perf`, and each up OSD's
-# op counters) once a second over one librados connection, a JSON line each
+# op counters) once a second over one librados connection, and the counters of
+# every radosgw whose admin socket is on this machine, a JSON line each
 # on stdout, until stdin closes. Run by the Python that runs the `ceph` CLI
 # (its `rados` module is the one the CLI itself uses). One connection does
 # what `ceph status -f json` does per call for 0.4 ms of CPU instead of 230
 # ms (measured: README, "Cluster state beside each stage").
 #   argv: interval_s timeout_s osds(0|1) [ceph CLI args: --conf F --name N --keyring K]
+import glob
 import json
 import os
 import select
+import socket
+import struct
 import sys
 import time
 
@@ -46,6 +50,8 @@ def main():
     # The up OSDs, re-read when the OSD map's epoch changes: asking a down
     # OSD would wait for the timeout every second.
     up_osds, epoch = [], None
+    conffile = conf.get("conffile") or os.environ.get("CEPH_CONF") or "/etc/ceph/ceph.conf"
+    gateways = gateway_sockets(conffile)
     next_at = time.monotonic()
     while True:
         t = time.time()
@@ -68,6 +74,8 @@ def main():
                     if ret == 0:
                         sample["osd_perf"] = json.loads(out)
                     sample["osd_counters"] = counters(cluster, up_osds, perf_dump)
+                if gateways:
+                    sample["gateways"] = {name: gateway(path) for name, path in gateways.items()}
                 emit(sample)
             else:
                 emit({"t": t, "error": f"status returned {ret}: {err}"})
@@ -104,6 +112,75 @@ def counters(cluster, ids, perf_dump):
         except Exception:  # noqa: BLE001: an OSD that does not answer is left out
             pass
     return found
+
+
+# At most this many gateways on this machine are read.
+MAX_GATEWAYS = 8
+
+
+def gateway_sockets(conffile):
+    """The radosgw admin sockets on this machine, by daemon name: in the
+    folders ceph.conf's `admin_socket` settings name, and in /run/ceph. Read
+    once, when the watch starts."""
+    folders = ["/run/ceph", "/var/run/ceph"]
+    try:
+        with open(conffile, encoding="utf-8", errors="replace") as f:
+            for line in f.read(1 << 20).splitlines():
+                key, _, value = line.partition("=")
+                if key.strip().replace(" ", "_") == "admin_socket":
+                    folder = os.path.dirname(value.strip())
+                    if folder and "$" not in folder and folder not in folders:
+                        folders.insert(0, folder)
+    except OSError:
+        pass
+    found = {}
+    for folder in folders:
+        for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*rgw*.asok"))):
+            name = os.path.basename(path)[: -len(".asok")]
+            # ceph-client.rgw.NAME.asok: the cluster's name, then the daemon's.
+            name = name.split("-", 1)[1] if "-" in name else name
+            if name not in found and len(found) < MAX_GATEWAYS:
+                found[name] = path
+    return found
+
+
+def admin_socket(path, command):
+    """One command over a daemon's admin socket: the JSON request and a NUL,
+    then a 4-byte big-endian length and that many bytes of answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(OSD_TIMEOUT)
+        s.connect(path)
+        s.sendall(json.dumps(command).encode() + b"\0")
+        head = b""
+        while len(head) < 4:
+            chunk = s.recv(4 - len(head))
+            if not chunk:
+                raise OSError("closed")
+            head += chunk
+        (length,) = struct.unpack(">I", head)
+        if length > (1 << 20):
+            raise OSError("answer too long")
+        body = b""
+        while len(body) < length:
+            chunk = s.recv(length - len(body))
+            if not chunk:
+                raise OSError("closed")
+            body += chunk
+        return json.loads(body)
+
+
+def gateway(path):
+    """A gateway's `rgw` counters (and `rgw_op`, 19.2 on), or an error."""
+    try:
+        found = {}
+        for logger in ("rgw", "rgw_op"):
+            answer = admin_socket(path, {"prefix": "perf dump", "logger": logger})
+            for section, values in answer.items():
+                # Counts and gauges only: the latency pairs are not read.
+                found[section] = {k: v for k, v in values.items() if isinstance(v, int)}
+        return found
+    except Exception as e:  # noqa: BLE001: a gateway that does not answer is noted
+        return {"error": str(e)}
 
 
 def emit(obj):

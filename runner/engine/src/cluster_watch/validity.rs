@@ -105,6 +105,7 @@ mod tests {
             osds_in: 6,
             recovering_bytes_per_s: 0.0,
             osd_ops: BTreeMap::new(),
+            gateways: BTreeMap::new(),
         }
     }
 
