@@ -46,11 +46,13 @@ def run(path, label, rep):
     out = os.path.join(WORK, f"run-{label}-{rep}")
     proc = subprocess.run(
         [PIPELINE, "run", path, "--out", out, "--set", f"seconds={SECONDS}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     if proc.returncode != 0:
-        sys.exit(f"{label}: pipeline run failed:\n{proc.stderr.decode(errors='replace')}")
+        lines = proc.stdout.decode(errors="replace").splitlines()
+        failed = [l for l in lines if "FAILED" in l] or lines[-20:]
+        sys.exit(f"{label}: pipeline run failed:\n" + "\n".join(failed))
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     figures, cpu_s, watched_s, samples = {}, 0.0, 0.0, 0

@@ -161,6 +161,14 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
         );
     }
     assert!(report.contains("Gateway `client.rgw.sandbox` during the stage: "));
+    // What this machine is, once for the run.
+    let here = &r["host_manifests"]["local"];
+    assert!(
+        here["kernel"].is_string() && here["cpus"].as_u64().unwrap() >= 1,
+        "{here:#}"
+    );
+    assert!(here["sysctls"]["net.core.rmem_max"].is_string(), "{here:#}");
+    assert!(report.contains("**Hosts**") && report.contains("**Host sysctls**"));
     // This machine's memory beside the figures, and whether anything limited them.
     let here = &stage(&r, "rados-write")["hosts"][0]["samples"][0];
     assert!(here["memory_total_bytes"].as_u64().unwrap() > 0, "{here:#}");

@@ -218,6 +218,12 @@ fn assert_hosts_watched(case: &str, results: &Value) {
                 .find(|w| w["host"] == host)
                 .unwrap_or_else(|| panic!("{case}: {host} not watched: {names:?}"));
             if long {
+                // What the remote host is, read over the same session.
+                let manifest = &results["host_manifests"][host];
+                assert!(
+                    manifest["kernel"].is_string(),
+                    "{case}: {host}: {manifest:#}"
+                );
                 let samples = watch["samples"].as_array();
                 assert!(
                     samples.is_some_and(|s| !s.is_empty()

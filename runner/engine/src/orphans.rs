@@ -43,6 +43,21 @@ pub fn spare_named_in(stdout: &str) -> usize {
     pids.len()
 }
 
+/// Spares a child the runner itself keeps across stages (the cluster
+/// watch's sampler) until [`unspare`].
+pub fn spare(pid: i32) {
+    SPARED.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+}
+
+/// Ends [`spare`] for a child that has been stopped and reaped, so its pid
+/// is not spared when the kernel hands it to another process.
+pub fn unspare(pid: i32) {
+    SPARED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|p| *p != pid);
+}
+
 fn is_spared(pid: i32) -> bool {
     SPARED
         .lock()

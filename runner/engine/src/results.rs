@@ -56,6 +56,10 @@ pub struct RunResults {
     /// Facts about the system under test, gathered by stages such as `ceph-info`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, serde_json::Value>,
+    /// What each watched host is (kernel, CPU, memory, MTUs, sysctls), as
+    /// the first stage that watched it read it ([`crate::host_watch::manifest`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_manifests: BTreeMap<String, crate::host_watch::manifest::HostManifest>,
     /// The comparison with the suite's baseline (`report.compare_to`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<crate::compare::RunComparison>,

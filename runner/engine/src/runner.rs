@@ -170,6 +170,7 @@ fn new_results(
         cleanup: Vec::new(),
         created: Vec::new(),
         environment: BTreeMap::new(),
+        host_manifests: BTreeMap::new(),
         comparison: None,
     }
 }
@@ -314,6 +315,9 @@ struct Runner<'p> {
     save_error: Option<String>,
     /// The client versions read so far, by host and client root.
     versions: crate::client_versions::VersionCache,
+    /// The cluster watch's sampler, started at the first watched stage and
+    /// stopped when the runner is dropped.
+    cluster_sampler: Option<crate::cluster_watch::Sampler>,
 }
 
 /// What the suite's rounds leave for the end of the run.
@@ -350,6 +354,7 @@ impl<'p> Runner<'p> {
             folders: plan.stage_folders(),
             save_error: None,
             versions: Default::default(),
+            cluster_sampler: None,
             results,
         }
     }

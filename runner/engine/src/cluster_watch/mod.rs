@@ -13,7 +13,7 @@ pub mod gateways;
 pub mod osds;
 pub mod validity;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -150,44 +150,153 @@ impl ClusterSample {
     }
 }
 
-/// Runs `body` with the cluster watched beside it (and each OSD's counters,
-/// when `osds`); the watch's samples and its verdict. A watch that cannot
-/// start (no `ceph` CLI, no Python `rados` module, the cluster unreachable)
-/// leaves the stage alone and says why.
-pub fn beside<R>(conn: &CephConnection, osds: bool, body: impl FnOnce() -> R) -> (R, ClusterWatch) {
-    let start = Instant::now();
-    let epoch_start = SystemTime::now()
+/// The sampler of a run: one process, started at the first watched stage
+/// and kept until the run ends (its Python start and connection cost
+/// 0.04 CPU-s, paid once instead of at every stage). Between stages its
+/// lines are read and dropped; a stage opens a window and gets the samples
+/// of that window.
+pub struct Sampler {
+    child: Child,
+    shared: Arc<Mutex<Shared>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the reader thread and the stages share.
+#[derive(Default)]
+struct Shared {
+    /// The stage being watched; `None` between stages.
+    window: Option<Window>,
+    /// The CPU time the sampler reported with its latest line.
+    cpu_s: f64,
+    /// The sampler's output ended (it exited, or was killed).
+    ended: bool,
+}
+
+/// One stage's samples as they come in.
+struct Window {
+    epoch_start: f64,
+    cpu_at_open: f64,
+    watch: ClusterWatch,
+    osd_deltas: osds::Deltas,
+    gateway_deltas: gateways::Deltas,
+}
+
+impl Window {
+    fn new(epoch_start: f64, cpu_at_open: f64) -> Window {
+        Window {
+            epoch_start,
+            cpu_at_open,
+            watch: ClusterWatch {
+                interval_s: INTERVAL.as_secs_f64(),
+                ..ClusterWatch::default()
+            },
+            osd_deltas: osds::Deltas::default(),
+            gateway_deltas: gateways::Deltas::default(),
+        }
+    }
+}
+
+impl Sampler {
+    fn spawn(conn: &CephConnection, osds: bool) -> Result<Sampler, String> {
+        let mut child = spawn(conn, osds)?;
+        // It outlives the stage that started it: not a process the stage
+        // left running.
+        crate::orphans::spare(child.id() as i32);
+        let stdout = child.stdout.take().expect("piped");
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let reader = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || read_samples(stdout, &shared))
+        };
+        Ok(Sampler {
+            child,
+            shared,
+            reader: Some(reader),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        stop(&mut self.child);
+        crate::orphans::unspare(self.child.id() as i32);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+fn epoch_now() -> f64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
-    let mut sampler = match spawn(conn, osds) {
-        Ok(child) => child,
-        Err(error) => {
-            let result = body();
-            return (
-                result,
-                ClusterWatch {
-                    interval_s: INTERVAL.as_secs_f64(),
-                    error: Some(error),
-                    ..ClusterWatch::default()
-                },
-            );
+        .unwrap_or(0.0)
+}
+
+/// Runs `body` with the cluster watched beside it (and each OSD's counters,
+/// when `osds`) by the run's `sampler`, started here when there is none or
+/// it has ended; the watch's samples and its verdict. A watch that cannot
+/// start (no `ceph` CLI, no Python `rados` module, the cluster unreachable)
+/// leaves the stage alone and says why.
+pub fn beside<R>(
+    sampler: &mut Option<Sampler>,
+    conn: &CephConnection,
+    osds: bool,
+    body: impl FnOnce() -> R,
+) -> (R, ClusterWatch) {
+    if sampler.as_ref().is_some_and(|s| s.lock().ended) {
+        *sampler = None;
+    }
+    // A sampler started here reads the cluster at once by itself.
+    let started_now = sampler.is_none();
+    if sampler.is_none() {
+        match Sampler::spawn(conn, osds) {
+            Ok(started) => *sampler = Some(started),
+            Err(error) => {
+                let result = body();
+                return (
+                    result,
+                    ClusterWatch {
+                        interval_s: INTERVAL.as_secs_f64(),
+                        error: Some(error),
+                        ..ClusterWatch::default()
+                    },
+                );
+            }
         }
-    };
-    let watch = Arc::new(Mutex::new(ClusterWatch {
-        interval_s: INTERVAL.as_secs_f64(),
-        ..ClusterWatch::default()
-    }));
-    let stdout = sampler.stdout.take().expect("piped");
-    let reader = {
-        let watch = Arc::clone(&watch);
-        std::thread::spawn(move || read_samples(stdout, epoch_start, &watch))
-    };
+    }
+    let running = sampler.as_mut().expect("started above");
+    let start = Instant::now();
+    {
+        let mut shared = running.lock();
+        let cpu = shared.cpu_s;
+        shared.window = Some(Window::new(epoch_now(), cpu));
+    }
+    // A line on its stdin makes the sampler read the cluster now, not at
+    // its next second: the stage's first sample is its state as it began.
+    if let Some(stdin) = running.child.stdin.as_mut().filter(|_| !started_now) {
+        let _ = stdin.write_all(b"now\n").and_then(|()| stdin.flush());
+    }
     let result = body();
     let duration = start.elapsed().as_secs_f64();
-    stop(&mut sampler);
-    let _ = reader.join();
-    let mut watch = std::mem::take(&mut *watch.lock().unwrap_or_else(|e| e.into_inner()));
+    let (mut watch, cpu_s) = {
+        let mut shared = running.lock();
+        let cpu_now = shared.cpu_s;
+        let window = shared.window.take().expect("opened above");
+        let cpu = (cpu_now >= window.cpu_at_open).then_some(cpu_now - window.cpu_at_open);
+        if shared.ended && window.watch.samples.is_empty() && window.watch.error.is_none() {
+            let mut watch = window.watch;
+            watch.error = Some("the cluster sampler ended".into());
+            (watch, cpu)
+        } else {
+            (window.watch, cpu)
+        }
+    };
+    watch.sampler_cpu_s = cpu_s.map(|c| (c * 1e3).round() / 1e3);
     watch.unhealthy = validity::verdict(&watch.samples, duration);
     watch.osds = osds::activity(&watch.samples);
     watch.observations = osds::slow_osds(&watch.osds);
@@ -270,69 +379,97 @@ struct Line {
     /// Each local radosgw's `perf dump` counters, by daemon name.
     #[serde(default)]
     gateways: std::collections::BTreeMap<String, serde_json::Value>,
-    /// The sampler's last line: the CPU time it used.
+    /// The CPU time the sampler has used so far (every line has it; its
+    /// last line, when it stops, has nothing else).
     #[serde(default)]
     cpu_s: Option<f64>,
 }
 
-fn read_samples(stdout: impl Read, epoch_start: f64, watch: &Mutex<ClusterWatch>) {
+/// Reads the sampler's lines until it ends: each one's CPU time, and while
+/// a stage's window is open, its sample into the window.
+fn read_samples(stdout: impl Read, shared: &Mutex<Shared>) {
     let mut lines = BufReader::new(stdout);
     let mut line = Vec::new();
-    let mut osd_deltas = osds::Deltas::default();
-    let mut gateway_deltas = gateways::Deltas::default();
+    let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         line.clear();
         let read = (&mut lines).take(MAX_LINE).read_until(b'\n', &mut line);
         match read {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                lock().ended = true;
+                return;
+            }
             Ok(_) if !line.ends_with(b"\n") => {
                 // Over MAX_LINE: skip to the end of that line.
                 let mut rest = Vec::new();
                 if lines.read_until(b'\n', &mut rest).map_or(true, |n| n == 0) {
+                    lock().ended = true;
                     return;
                 }
-                note_error(watch, "a sample over 4 MiB was skipped".into());
+                if let Some(w) = lock().window.as_mut() {
+                    note_error(&mut w.watch, "a sample over 4 MiB was skipped".into());
+                }
                 continue;
             }
             Ok(_) => {}
         }
-        let sample = serde_json::from_slice::<Line>(&line)
+        let parsed = serde_json::from_slice::<Line>(&line);
+        let mut shared = lock();
+        if let Ok(Some(cpu_s)) = parsed.as_ref().map(|l| l.cpu_s)
+            && cpu_s.is_finite()
+            && cpu_s >= 0.0
+        {
+            shared.cpu_s = cpu_s;
+        }
+        let Some(window) = shared.window.as_mut() else {
+            continue;
+        };
+        match parsed
             .map_err(|e| format!("unreadable sample: {e}"))
-            .and_then(|mut l| {
-                if let Some(cpu_s) = l.cpu_s.filter(|c| c.is_finite() && *c >= 0.0) {
-                    let mut w = watch.lock().unwrap_or_else(|e| e.into_inner());
-                    w.sampler_cpu_s = Some((cpu_s * 1e3).round() / 1e3);
-                    return Ok(None);
-                }
-                if let Some(error) = l.error.take() {
-                    return Err(crate::terminal::line(&error).chars().take(300).collect());
-                }
-                let status = l.status.take().ok_or("a sample without a status")?;
-                let mut parsed =
-                    ceph_status::parse(&status.to_string()).map_err(|e| e.to_string())?;
-                if let Some(pgs) = &l.pg_stat {
-                    let pgs =
-                        ceph_status::parse_pg_stat(&pgs.to_string()).map_err(|e| e.to_string())?;
-                    parsed = parsed.with_pgs(pgs);
-                }
-                let t_s = (l.t - epoch_start).max(0.0);
-                let mut sample = ClusterSample::from_status(t_s, &parsed);
-                sample.osd_ops = osd_sample(&mut osd_deltas, t_s, &l);
-                sample.gateways = gateway_deltas.sample(t_s, gateway_readings(&l));
-                Ok(Some(sample))
-            });
-        match sample {
+            .and_then(|l| window.sample(l))
+        {
             Ok(None) => {}
             Ok(Some(sample)) => {
-                let mut w = watch.lock().unwrap_or_else(|e| e.into_inner());
-                if w.samples.len() < MAX_SAMPLES {
-                    w.samples.push(sample);
+                if window.watch.samples.len() < MAX_SAMPLES {
+                    window.watch.samples.push(sample);
                 } else {
-                    w.dropped += 1;
+                    window.watch.dropped += 1;
                 }
             }
-            Err(error) => note_error(watch, error),
+            Err(error) => note_error(&mut window.watch, error),
         }
+    }
+}
+
+impl Window {
+    /// The sample a line makes; `None` for a line with only the sampler's
+    /// CPU time (its last, when it stops).
+    fn sample(&mut self, mut l: Line) -> Result<Option<ClusterSample>, String> {
+        if let Some(error) = l.error.take() {
+            return Err(crate::terminal::line(&error).chars().take(300).collect());
+        }
+        // Read before the stage began (the sampler was mid-reading when
+        // the window opened): the stage's own first reading follows.
+        if l.t < self.epoch_start {
+            return Ok(None);
+        }
+        let Some(status) = l.status.take() else {
+            return if l.cpu_s.is_some() {
+                Ok(None)
+            } else {
+                Err("a sample without a status".into())
+            };
+        };
+        let mut parsed = ceph_status::parse(&status.to_string()).map_err(|e| e.to_string())?;
+        if let Some(pgs) = &l.pg_stat {
+            let pgs = ceph_status::parse_pg_stat(&pgs.to_string()).map_err(|e| e.to_string())?;
+            parsed = parsed.with_pgs(pgs);
+        }
+        let t_s = (l.t - self.epoch_start).max(0.0);
+        let mut sample = ClusterSample::from_status(t_s, &parsed);
+        sample.osd_ops = osd_sample(&mut self.osd_deltas, t_s, &l);
+        sample.gateways = self.gateway_deltas.sample(t_s, gateway_readings(&l));
+        Ok(Some(sample))
     }
 }
 
@@ -378,8 +515,7 @@ fn gateway_readings(
         .collect()
 }
 
-fn note_error(watch: &Mutex<ClusterWatch>, error: String) {
-    let mut w = watch.lock().unwrap_or_else(|e| e.into_inner());
+fn note_error(w: &mut ClusterWatch, error: String) {
     if w.error.is_none() {
         w.error = Some(error);
     }
@@ -388,6 +524,29 @@ fn note_error(watch: &Mutex<ClusterWatch>, error: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lines read with a stage's window open from the start (its epoch
+    /// at 100 s): its watch, and the sampler's last CPU time.
+    fn window_of(text: &str) -> (ClusterWatch, f64) {
+        let shared = Mutex::new(Shared {
+            window: Some(Window::new(100.0, 0.0)),
+            ..Shared::default()
+        });
+        read_samples(text.as_bytes(), &shared);
+        let mut shared = shared.into_inner().unwrap();
+        assert!(shared.ended, "the end of the output is the sampler's end");
+        (shared.window.take().unwrap().watch, shared.cpu_s)
+    }
+
+    #[test]
+    fn lines_between_stages_are_dropped_but_their_cpu_time_is_kept() {
+        let shared = Mutex::new(Shared::default());
+        let line = serde_json::json!({"t": 1.0, "error": "not in a stage", "cpu_s": 0.05});
+        read_samples(format!("{line}\n").as_bytes(), &shared);
+        let shared = shared.into_inner().unwrap();
+        assert!(shared.window.is_none() && shared.ended);
+        assert_eq!(shared.cpu_s, 0.05);
+    }
 
     #[test]
     fn sampler_lines_become_samples_and_errors_are_kept_once() {
@@ -401,9 +560,7 @@ mod tests {
             serde_json::json!({"t": 103.0, "error": "again"}),
             serde_json::json!({"t": 104.0, "cpu_s": 0.1234}),
         );
-        let watch = Mutex::new(ClusterWatch::default());
-        read_samples(text.as_bytes(), 100.0, &watch);
-        let w = watch.into_inner().unwrap();
+        let (w, cpu_s) = window_of(&text);
         assert_eq!(w.samples.len(), 1);
         let s = &w.samples[0];
         assert_eq!(
@@ -412,7 +569,7 @@ mod tests {
         );
         assert_eq!(s.not_clean(), 0);
         assert_eq!(w.error.as_deref(), Some("timed out"));
-        assert_eq!(w.sampler_cpu_s, Some(0.123));
+        assert_eq!(cpu_s, 0.1234);
     }
 
     #[test]
@@ -445,9 +602,7 @@ mod tests {
         osd["op_wip"] = serde_json::json!(4);
         let line = |t: f64, dump: &serde_json::Value| serde_json::json!({"t": t, "status": status, "osd_perf": perf, "osd_counters": {"1": dump}});
         let text = format!("{}\n{}\n", line(101.0, &first), line(102.0, &second));
-        let watch = Mutex::new(ClusterWatch::default());
-        read_samples(text.as_bytes(), 100.0, &watch);
-        let w = watch.into_inner().unwrap();
+        let (w, _) = window_of(&text);
         assert_eq!(w.samples.len(), 2);
         assert!(
             w.samples[0].osd_ops.is_empty(),

@@ -4,6 +4,7 @@
 //! when the stage began, such as a pool without redundancy, is the
 //! cluster's standing state, not something that happened under the load).
 //!
+//! A cluster in HEALTH_ERR flags the stage however long it has been so.
 //! The verdict names each condition with its worst count and how long it
 //! lasted: "16 PGs were recovering (12 s of 30); health check OSD_DOWN
 //! raised at 5 s".
@@ -30,6 +31,30 @@ pub fn verdict(samples: &[ClusterSample], duration_s: f64) -> Option<String> {
     let total = duration_s.round().max(1.0);
     let secs = |n: usize| (n as f64 * INTERVAL.as_secs_f64()).min(total);
     let mut parts = Vec::new();
+    // HEALTH_ERR (a full OSD, PGs down or incomplete) makes every figure
+    // suspect, even when the stage began with it: a standing error is no
+    // baseline (a full OSD blocks writes until the stage times out).
+    let errored: Vec<&ClusterSample> = samples
+        .iter()
+        .filter(|s| s.health == "HEALTH_ERR")
+        .collect();
+    if !errored.is_empty() {
+        let mut checks: Vec<&str> = errored
+            .iter()
+            .flat_map(|s| s.checks.iter().map(String::as_str))
+            .collect();
+        checks.sort();
+        checks.dedup();
+        parts.push(format!(
+            "the cluster was HEALTH_ERR{} ({:.0} s of {total:.0})",
+            if checks.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", checks.join(", "))
+            },
+            secs(errored.len())
+        ));
+    }
     let mut named_any = vec![false; samples.len()];
     for (word, states) in CONDITIONS {
         let counts: Vec<u64> = samples.iter().map(|s| s.pgs_in_any(states)).collect();
@@ -128,6 +153,21 @@ mod tests {
             Some("health check OSDMAP_FLAGS raised at 2 s")
         );
         assert_eq!(verdict(&samples[..2], 2.0), None);
+    }
+
+    /// As a memstore OSD's used-bytes counter that wrapped around (16 EiB
+    /// used) left the sandbox: full from before the stage began.
+    #[test]
+    fn a_standing_health_error_flags_the_stage() {
+        let full = |t: f64| ClusterSample {
+            health: "HEALTH_ERR".into(),
+            ..sample(t, &[], &["OSD_FULL", "POOL_FULL"])
+        };
+        let samples = [full(0.0), full(1.0), full(2.0)];
+        assert_eq!(
+            verdict(&samples, 3.0).as_deref(),
+            Some("the cluster was HEALTH_ERR (OSD_FULL, POOL_FULL) (3 s of 3)")
+        );
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub enum ChangeKind {
     Layout,
     /// `uname -r` of a host.
     Kernel,
+    /// A host's CPU, memory, an interface's MTU or link speed, a sysctl.
+    Host,
 }
 
 impl ChangeKind {
@@ -72,6 +74,7 @@ impl ChangeKind {
             ChangeKind::Pool => "pool",
             ChangeKind::Layout => "layout",
             ChangeKind::Kernel => "kernel",
+            ChangeKind::Host => "host",
         }
     }
 }
@@ -125,7 +128,7 @@ type Recorded = dyn Fn(&RunResults) -> bool;
 /// Compares the baseline's environment with each candidate's.
 pub fn diff(baseline: &RunResults, candidates: &[&RunResults]) -> EnvironmentDiff {
     let mut out = EnvironmentDiff::default();
-    let aspects: [(&str, &Recorded); 6] = [
+    let aspects: [(&str, &Recorded); 7] = [
         ("client versions", &|r| {
             r.stages.iter().any(|s| !s.client_versions.is_empty())
         }),
@@ -134,6 +137,7 @@ pub fn diff(baseline: &RunResults, candidates: &[&RunResults]) -> EnvironmentDif
         ("pools", &|r| fact(r, POOL_DETAIL).is_some()),
         ("layout", &|r| fact(r, OSD_TREE).is_some()),
         ("kernels", &|_| true),
+        ("host settings", &|r| !r.host_manifests.is_empty()),
     ];
     for (name, recorded) in aspects {
         if recorded(baseline) && candidates.iter().all(|c| recorded(c)) {
@@ -147,6 +151,7 @@ pub fn diff(baseline: &RunResults, candidates: &[&RunResults]) -> EnvironmentDif
         out.changes.extend(pool_changes(baseline, candidate, i));
         out.changes.extend(layout_changes(baseline, candidate, i));
         out.changes.extend(kernel_changes(baseline, candidate, i));
+        out.changes.extend(host_changes(baseline, candidate, i));
     }
     out
 }
@@ -455,6 +460,13 @@ fn layout_changes(
 fn kernels(r: &RunResults) -> BTreeMap<String, String> {
     let mut kernels = BTreeMap::new();
     kernels.insert(crate::hosts::LOCAL.to_string(), r.host.kernel.clone());
+    for (host, m) in &r.host_manifests {
+        if let Some(kernel) = &m.kernel {
+            kernels
+                .entry(host.clone())
+                .or_insert_with(|| kernel.clone());
+        }
+    }
     for c in r.stages.iter().flat_map(|s| &s.client_versions) {
         if let Some(kernel) = &c.kernel {
             kernels
@@ -484,6 +496,57 @@ fn kernel_changes(
             stages: Vec::new(),
         })
         .collect()
+}
+
+/// A host's manifest as `KEY → value` lines: `cpu`, `cpus`, `memory`,
+/// `mtu IF`, `link IF`, `sysctl NAME`.
+fn host_settings(m: &crate::host_watch::manifest::HostManifest) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(cpu) = &m.cpu_model {
+        out.insert("cpu".to_string(), cpu.clone());
+    }
+    if m.cpus > 0 {
+        out.insert("cpus".to_string(), m.cpus.to_string());
+    }
+    if m.memory_total_bytes > 0 {
+        let gib = m.memory_total_bytes as f64 / (1u64 << 30) as f64;
+        out.insert("memory".to_string(), format!("{gib:.1} GiB"));
+    }
+    for (nic, mtu) in &m.mtu {
+        out.insert(format!("mtu {nic}"), mtu.to_string());
+    }
+    for (nic, mbit) in &m.link_speed_mbit {
+        out.insert(format!("link {nic}"), format!("{mbit} Mb/s"));
+    }
+    for (name, value) in &m.sysctls {
+        out.insert(format!("sysctl {name}"), value.clone());
+    }
+    out
+}
+
+/// Each host both runs described: the settings that differ. A setting
+/// only one side has (an interface that came or went) is no change of it.
+fn host_changes(base: &RunResults, cand: &RunResults, candidate: usize) -> Vec<EnvironmentChange> {
+    let mut changes = Vec::new();
+    for (host, before) in &base.host_manifests {
+        let Some(after) = cand.host_manifests.get(host) else {
+            continue;
+        };
+        let (before, after) = (host_settings(before), host_settings(after));
+        for (what, baseline, value) in changed_entries(&before, &after) {
+            if baseline.is_some() && value.is_some() {
+                changes.push(EnvironmentChange {
+                    candidate,
+                    kind: ChangeKind::Host,
+                    what: format!("{host} {what}"),
+                    baseline,
+                    value,
+                    stages: Vec::new(),
+                });
+            }
+        }
+    }
+    changes
 }
 
 /// Keys whose values differ, or that only one side has.
@@ -540,6 +603,35 @@ mod tests {
             ]
         );
         assert!(d.changes[1].concerns("fio-rbd") && !d.changes[1].concerns("rados-write"));
+    }
+
+    #[test]
+    fn a_hosts_mtu_sysctl_and_memory_that_differ() {
+        let mut base = run("16.2");
+        let here = crate::host_watch::manifest::local();
+        base.host_manifests.insert("node1".into(), here.clone());
+        let mut cand = base.clone();
+        let m = cand.host_manifests.get_mut("node1").unwrap();
+        m.mtu.insert("lo".into(), 9000);
+        m.sysctls
+            .insert("net.core.rmem_max".into(), "1234567".into());
+        m.memory_total_bytes = 8 << 30;
+        m.mtu.insert("only-in-the-candidate".into(), 1500);
+        let d = diff(&base, &[&cand]);
+        let lines: Vec<String> = d.changes.iter().map(EnvironmentChange::describe).collect();
+        let gib = here.memory_total_bytes as f64 / (1u64 << 30) as f64;
+        assert_eq!(
+            lines,
+            [
+                format!("host node1 memory {gib:.1} GiB → 8.0 GiB"),
+                format!("host node1 mtu lo {} → 9000", here.mtu["lo"]),
+                format!(
+                    "host node1 sysctl net.core.rmem_max {} → 1234567",
+                    here.sysctls["net.core.rmem_max"]
+                ),
+            ]
+        );
+        assert!(d.compared.contains(&"host settings".to_string()));
     }
 
     #[test]

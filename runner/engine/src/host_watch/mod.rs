@@ -9,6 +9,7 @@
 //! Reading the four files costs about 0.1 ms of CPU a second (README,
 //! "What limited each figure"); no process is started.
 
+pub mod manifest;
 pub mod procfs;
 pub mod remote;
 pub mod verdict;
@@ -56,6 +57,10 @@ pub struct HostWatch {
     /// cost is on record beside what it measured.
     #[serde(default)]
     pub sampler_cpu_s: f64,
+    /// What the host is (read at the stage's start); the runner keeps one
+    /// per host for the run (`host_manifests`), not one per stage.
+    #[serde(skip)]
+    pub manifest: Option<manifest::HostManifest>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -137,6 +142,14 @@ impl Source {
         match self {
             Source::Local => read_snapshot().ok_or_else(|| "/proc/stat is not readable".into()),
             Source::Remote(session) => session.read(),
+        }
+    }
+
+    /// What the host is; `None` when its session could not say.
+    fn manifest(&mut self) -> Option<manifest::HostManifest> {
+        match self {
+            Source::Local => Some(manifest::local()),
+            Source::Remote(session) => session.manifest().ok(),
         }
     }
 
@@ -285,6 +298,8 @@ fn sample_loop(stop: &(Mutex<bool>, Condvar), start: Instant, source: &mut Sourc
         }
     };
     let mut before_at = Instant::now();
+    // Inside the first second: its rates use the time that really passed.
+    watch.manifest = source.manifest();
     let mut next = before_at + INTERVAL;
     loop {
         let stopped = {

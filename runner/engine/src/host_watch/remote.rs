@@ -15,19 +15,44 @@ use std::sync::{Arc, Mutex};
 
 use pipeline_stage_api::hosts::Host;
 
+use super::manifest::HostManifest;
 use super::procfs::{self, Snapshot};
 
-/// Answers each line it reads with the files between markers; `@@end` closes an answer.
-const SCRIPT: &str = "while read -r _; do \
+/// Answers each line it reads with the files between markers; `@@end`
+/// closes an answer. A line `m` asks for the host's manifest instead.
+fn script() -> String {
+    format!(
+        "while read -r what; do \
+if [ \"$what\" = m ]; then {}; continue; fi; \
 echo @@stat; cat /proc/stat; \
 echo @@net-dev; cat /proc/net/dev; \
 echo @@snmp; cat /proc/net/snmp; \
 echo @@diskstats; cat /proc/diskstats; \
 echo @@meminfo; cat /proc/meminfo; \
 echo @@block; ls /sys/block; \
-echo @@speed; for f in /sys/class/net/*/speed; do n=${f%/speed}; echo \"${n##*/} $(cat \"$f\" 2>/dev/null)\"; done; \
+echo @@speed; for f in /sys/class/net/*/speed; do n=${{f%/speed}}; echo \"${{n##*/}} $(cat \"$f\" 2>/dev/null)\"; done; \
 echo @@qdisc; tc -j qdisc show 2>/dev/null; echo; \
-echo @@end; done";
+echo @@end; done",
+        super::manifest::remote_script()
+    )
+}
+
+/// The sections an answer may have.
+const SECTIONS: [&str; 13] = [
+    "stat",
+    "net-dev",
+    "snmp",
+    "diskstats",
+    "meminfo",
+    "block",
+    "speed",
+    "qdisc",
+    "osrelease",
+    "cpuinfo",
+    "mtu",
+    "sysctl",
+    "end",
+];
 
 /// Longest answer read; a longer one (a host with thousands of devices, or
 /// one that answers with anything but `/proc`) ends the watch of that host.
@@ -49,7 +74,7 @@ impl Session {
         let mut argv = host.ssh_argv();
         argv.push(format!(
             "sh -c {}",
-            pipeline_stage_api::exec::shell_quote(SCRIPT)
+            pipeline_stage_api::exec::shell_quote(&script())
         ));
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
@@ -76,7 +101,46 @@ impl Session {
     /// Asks for one reading and waits for it. `Err` when the session ended
     /// or the answer was not one.
     pub fn read(&mut self) -> Result<Snapshot, String> {
-        writeln!(self.to, "t")
+        let sections = self.ask("t")?;
+        let get = |k: &str| sections.get(k).map(String::as_str).unwrap_or_default();
+        if procfs::parse_stat(get("stat")).is_empty() {
+            return Err("an answer without /proc/stat".into());
+        }
+        let mut snapshot = procfs::snapshot(
+            get("stat"),
+            get("net-dev"),
+            get("snmp"),
+            get("diskstats"),
+            get("meminfo"),
+        );
+        let whole: Vec<&str> = get("block").lines().map(str::trim).collect();
+        snapshot
+            .disks
+            .retain(|name, _| whole.contains(&name.as_str()));
+        let mut rates = BTreeMap::new();
+        procfs::parse_speeds(get("speed"), &mut rates);
+        procfs::parse_tc_qdiscs(get("qdisc"), &mut rates);
+        self.rates = rates;
+        Ok(snapshot)
+    }
+
+    /// The host's manifest (kernel, CPU, memory, MTUs, sysctls).
+    pub fn manifest(&mut self) -> Result<HostManifest, String> {
+        let sections = self.ask("m")?;
+        let get = |k: &str| sections.get(k).map(String::as_str).unwrap_or_default();
+        Ok(super::manifest::parse(
+            get("osrelease"),
+            get("cpuinfo"),
+            get("meminfo"),
+            get("mtu"),
+            get("speed"),
+            get("sysctl"),
+        ))
+    }
+
+    /// Sends one request line and reads the answer's sections, up to `@@end`.
+    fn ask(&mut self, request: &str) -> Result<BTreeMap<&'static str, String>, String> {
+        writeln!(self.to, "{request}")
             .and_then(|()| self.to.flush())
             .map_err(|_| "the SSH session closed".to_string())?;
         let mut sections: BTreeMap<&'static str, String> = BTreeMap::new();
@@ -98,18 +162,10 @@ impl Session {
             }
             let text = line.trim_end_matches('\n');
             if let Some(marker) = text.strip_prefix("@@") {
-                current = match marker {
-                    "stat" => Some("stat"),
-                    "net-dev" => Some("net-dev"),
-                    "snmp" => Some("snmp"),
-                    "diskstats" => Some("diskstats"),
-                    "meminfo" => Some("meminfo"),
-                    "block" => Some("block"),
-                    "speed" => Some("speed"),
-                    "qdisc" => Some("qdisc"),
-                    "end" => break,
-                    _ => None,
-                };
+                current = SECTIONS.iter().find(|s| **s == marker).copied();
+                if current == Some("end") {
+                    break;
+                }
                 continue;
             }
             if let Some(name) = current {
@@ -118,25 +174,6 @@ impl Session {
                 section.push('\n');
             }
         }
-        let get = |k: &str| sections.get(k).map(String::as_str).unwrap_or_default();
-        if procfs::parse_stat(get("stat")).is_empty() {
-            return Err("an answer without /proc/stat".into());
-        }
-        let mut snapshot = procfs::snapshot(
-            get("stat"),
-            get("net-dev"),
-            get("snmp"),
-            get("diskstats"),
-            get("meminfo"),
-        );
-        let whole: Vec<&str> = get("block").lines().map(str::trim).collect();
-        snapshot
-            .disks
-            .retain(|name, _| whole.contains(&name.as_str()));
-        let mut rates = BTreeMap::new();
-        procfs::parse_speeds(get("speed"), &mut rates);
-        procfs::parse_tc_qdiscs(get("qdisc"), &mut rates);
-        self.rates = rates;
-        Ok(snapshot)
+        Ok(sections)
     }
 }

@@ -63,10 +63,76 @@ pub fn prepare(results: &RunResults, run_dir: &Path) -> EnvironmentView {
             }
         }
     }
-    EnvironmentView {
-        tables: summarize(&results.environment),
-        files,
+    let mut tables = summarize(&results.environment);
+    tables.extend(host_tables(&results.host_manifests));
+    EnvironmentView { tables, files }
+}
+
+/// At most this many hosts side by side in the sysctl table.
+const SYSCTL_COLUMNS: usize = 8;
+
+/// The watched hosts: what each is, and their sysctls side by side (a
+/// value one host does not share with the others stands out).
+fn host_tables(
+    manifests: &BTreeMap<String, crate::host_watch::manifest::HostManifest>,
+) -> Vec<FactTable> {
+    let mut rows = Vec::new();
+    for (host, m) in manifests {
+        let per_nic = |map: &BTreeMap<String, u64>, unit: &str| {
+            map.iter()
+                .filter(|(nic, _)| nic.as_str() != "lo")
+                .map(|(nic, v)| format!("{nic} {v}{unit}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        rows.push(vec![
+            host.clone(),
+            m.kernel.clone().unwrap_or_default(),
+            m.cpu_model.clone().unwrap_or_default(),
+            m.cpus.to_string(),
+            format!(
+                "{:.1} GiB",
+                m.memory_total_bytes as f64 / (1u64 << 30) as f64
+            ),
+            per_nic(&m.mtu, ""),
+            per_nic(&m.link_speed_mbit, " Mb/s"),
+        ]);
     }
+    let mut tables: Vec<FactTable> = table(
+        "Hosts",
+        &[
+            "Host",
+            "Kernel",
+            "CPU",
+            "CPUs",
+            "Memory",
+            "MTU",
+            "Link speed",
+        ],
+        rows,
+    )
+    .into_iter()
+    .collect();
+    let hosts: Vec<(&String, _)> = manifests.iter().take(SYSCTL_COLUMNS).collect();
+    let mut names: Vec<&String> = hosts.iter().flat_map(|(_, m)| m.sysctls.keys()).collect();
+    names.sort();
+    names.dedup();
+    let rows = names
+        .into_iter()
+        .map(|name| {
+            let mut row = vec![name.clone()];
+            row.extend(
+                hosts
+                    .iter()
+                    .map(|(_, m)| m.sysctls.get(name).cloned().unwrap_or_default()),
+            );
+            row
+        })
+        .collect();
+    let mut header = vec!["Sysctl"];
+    header.extend(hosts.iter().map(|(h, _)| h.as_str()));
+    tables.extend(table("Host sysctls", &header, rows));
+    tables
 }
 
 /// A file name for `name`: letters, digits, `-`, `_`; others as `_`, and a

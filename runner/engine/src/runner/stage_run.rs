@@ -138,6 +138,7 @@ impl Runner<'_> {
         let conn = self.watches_cluster(stage).then(|| self.plan.ceph.clone());
         let watch_host = self.plan.watch_hosts && is_benchmark(stage);
         let watch_osds = self.plan.watch_osds;
+        let mut sampler = self.cluster_sampler.take();
         // Where the stage runs, then the cluster's own hosts: a figure is
         // as often limited by an OSD host's disk or NIC as by the client.
         let mut watched_hosts = stage.targets.clone();
@@ -152,7 +153,7 @@ impl Runner<'_> {
                 let mut watched = || match &conn {
                     Some(conn) => {
                         let (tools, watch) =
-                            crate::cluster_watch::beside(conn, watch_osds, &mut run);
+                            crate::cluster_watch::beside(&mut sampler, conn, watch_osds, &mut run);
                         (tools, Some(watch))
                     }
                     None => (run(), None),
@@ -163,9 +164,18 @@ impl Runner<'_> {
                     (watched(), Vec::new())
                 }
             });
+        self.cluster_sampler = sampler;
         record_events(&mut record, events);
         if let Some(watch) = watch {
             record_cluster_watch(&mut record, watch);
+        }
+        for watch in &host {
+            if let Some(m) = &watch.manifest {
+                self.results
+                    .host_manifests
+                    .entry(watch.host.clone())
+                    .or_insert_with(|| m.clone());
+            }
         }
         record_host_watch(&mut record, host);
         let elapsed = clock.elapsed();
