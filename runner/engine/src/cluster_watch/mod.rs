@@ -572,6 +572,27 @@ mod tests {
         assert_eq!(cpu_s, 0.1234);
     }
 
+    /// A hostile or broken sampler: a line over 4 MiB is skipped, not
+    /// buffered; a gateway named with escape codes and OSD dumps that are
+    /// not numbers are left out; nothing panics.
+    #[test]
+    fn oversized_lines_and_hostile_names_are_left_out() {
+        let status =
+            include_str!("../../../../plugins/parsers/tests/data/ceph-status-16.2.15-local.json");
+        let status: serde_json::Value = serde_json::from_str(status.trim()).unwrap();
+        let huge = format!("{{\"t\": 101, \"error\": \"{}\"}}", "x".repeat(5 << 20));
+        let hostile = serde_json::json!({
+            "t": 102.0,
+            "status": status,
+            "osd_counters": {"0": {"osd": {"op_w": "many"}}, "x": {"osd": {}}},
+            "gateways": {"rgw\u{1b}[2J": {"rgw": {"req": 1, "failed_req": 0, "get": 0, "get_b": 0, "put": 0, "put_b": 0}}},
+        });
+        let (w, _) = window_of(&format!("{huge}\n{hostile}\n"));
+        assert_eq!(w.error.as_deref(), Some("a sample over 4 MiB was skipped"));
+        assert_eq!(w.samples.len(), 1);
+        assert!(w.samples[0].osd_ops.is_empty() && w.samples[0].gateways.is_empty());
+    }
+
     #[test]
     fn the_sampler_asks_for_every_counter_the_parser_reads() {
         for name in pipeline_parsers::osd_perf::COUNTERS {
