@@ -92,7 +92,9 @@ pub fn charts(watch: &HostWatch) -> Vec<(String, String, String)> {
     out
 }
 
-fn draw(title: &str, lines: &[Line], lo: f64, hi: f64, unit: &str) -> String {
+/// A chart of per-second `lines` on the stage's time axis (from 0 s), its
+/// y axis from `lo` to `hi` in `unit`: the host and OSD charts' shape.
+pub(super) fn draw(title: &str, lines: &[Line], lo: f64, hi: f64, unit: &str) -> String {
     let t1 = lines
         .iter()
         .flat_map(|l| &l.points)

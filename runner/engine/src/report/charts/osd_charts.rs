@@ -6,8 +6,7 @@
 use crate::cluster_watch::ClusterWatch;
 use crate::cluster_watch::osds::OsdSample;
 
-use super::axis;
-use super::svg::{self, Line};
+use super::svg::Line;
 
 /// At most this many OSDs per chart (the busiest by ops over the stage).
 const MAX_OSDS: usize = 6;
@@ -97,29 +96,11 @@ pub fn charts(watch: &ClusterWatch) -> Vec<(String, String, String)> {
             out.push((
                 stem.to_string(),
                 format!("{title} per second, {unit}"),
-                draw(title, &lines, top, unit),
+                super::host_charts::draw(title, &lines, 0.0, top, unit),
             ));
         }
     }
     out
-}
-
-fn draw(title: &str, lines: &[Line], hi: f64, unit: &str) -> String {
-    let t1 = lines
-        .iter()
-        .flat_map(|l| &l.points)
-        .map(|p| p[0])
-        .fold(0.0, f64::max);
-    let x = axis::axis(0.0, t1, "s");
-    let y = axis::axis(0.0, hi, unit);
-    svg::render(&svg::Chart {
-        title,
-        x: &x,
-        y: &y,
-        x_name: "time",
-        lines,
-        rings: &[],
-    })
 }
 
 #[cfg(test)]
