@@ -19,6 +19,11 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
+use super::bounds;
+
+/// Keys per ListObjectsV2 page (the S3 default, which the request leaves).
+pub const PAGE: usize = 1000;
+
 /// Why one request failed, by the kinds the report counts.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OpError {
@@ -276,7 +281,10 @@ impl S3Client {
             return Ok(response);
         }
         let status = response.status().as_u16();
-        let body = response.text().await.unwrap_or_default();
+        // Only the code is read: a body beyond an error's size is not.
+        let body = bounds::text(response, bounds::ERROR_BODY, "an error answer")
+            .await
+            .unwrap_or_default();
         Err(OpError::Status {
             status,
             code: xml_values(&body, "Code")
@@ -338,12 +346,14 @@ impl S3Client {
         part_size: usize,
     ) -> Result<(u64, Vec<(u64, Duration)>), OpError> {
         let url = self.url(bucket, Some(key), "uploads=");
-        let created = self
-            .send(self.signed(reqwest::Method::POST, &url, None)?)
-            .await?
-            .text()
-            .await
-            .map_err(|e| OpError::from_transport(&e))?;
+        let created = bounds::text(
+            self.send(self.signed(reqwest::Method::POST, &url, None)?)
+                .await?,
+            bounds::SMALL_ANSWER,
+            "the answer to CreateMultipartUpload",
+        )
+        .await?;
+        bounds::plain_xml(&created, "the answer to CreateMultipartUpload")?;
         let Some(upload_id) = xml_values(&created, "UploadId").into_iter().next() else {
             return Err(OpError::Other(
                 "no UploadId in the answer to CreateMultipartUpload".into(),
@@ -416,10 +426,13 @@ impl S3Client {
             )
             .await?;
         // Completion can fail inside a 200 (the error is in the body).
-        let text = response
-            .text()
-            .await
-            .map_err(|e| OpError::from_transport(&e))?;
+        let text = bounds::text(
+            response,
+            bounds::SMALL_ANSWER,
+            "the answer to CompleteMultipartUpload",
+        )
+        .await?;
+        bounds::plain_xml(&text, "the answer to CompleteMultipartUpload")?;
         if let Some(code) = xml_values(&text, "Code").into_iter().next() {
             return Err(OpError::Status { status: 200, code });
         }
@@ -437,11 +450,14 @@ impl S3Client {
 
     /// One ListObjectsV2 page (up to 1000 keys) under `prefix`: how many keys.
     pub async fn list_page(&self, bucket: &str, prefix: &str) -> Result<usize, OpError> {
-        Ok(self.list_v2(bucket, prefix, None).await?.0.len())
+        let (keys, next) = self.list_v2(bucket, prefix, None).await?;
+        bounds::Pager::new(bucket, prefix, PAGE).check(&keys, next.as_deref())?;
+        Ok(keys.len())
     }
 
-    /// One ListObjectsV2 page: its keys, and the token of the next page.
-    async fn list_v2(
+    /// One ListObjectsV2 page (up to [`PAGE`] keys): its keys, and the
+    /// token of the next page; the caller's [`bounds::Pager`] checks them.
+    pub async fn list_v2(
         &self,
         bucket: &str,
         prefix: &str,
@@ -454,11 +470,15 @@ impl S3Client {
         }
         query.push_str(&format!("list-type=2&prefix={}", encode_query(prefix)));
         let url = self.url(bucket, None, &query);
-        let body = text(
+        let what = format!("the gateway's listing of bucket `{bucket}`");
+        let body = bounds::text(
             self.send(self.signed(reqwest::Method::GET, &url, None)?)
                 .await?,
+            bounds::LISTING_PAGE,
+            &what,
         )
         .await?;
+        bounds::plain_xml(&body, &what)?;
         let keys = xml_values(&body, "Key")
             .into_iter()
             .map(|k| xml_unescape(&k))
@@ -484,20 +504,6 @@ impl S3Client {
             .await?;
         Ok(())
     }
-
-    /// Every key under `prefix` (ListObjectsV2, page by page).
-    pub async fn list_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, OpError> {
-        let mut keys = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let (page, next) = self.list_v2(bucket, prefix, token.as_deref()).await?;
-            keys.extend(page);
-            match next {
-                Some(t) => token = Some(t),
-                None => return Ok(keys),
-            }
-        }
-    }
 }
 
 /// The HTTP client of a load generator: keep-alive for `connections`
@@ -514,14 +520,6 @@ pub(super) fn http_client(
         .no_proxy()
         .build()
         .map_err(|e| OpError::Other(error_chain(&e)))
-}
-
-/// A response's body as text.
-pub(super) async fn text(response: reqwest::Response) -> Result<String, OpError> {
-    response
-        .text()
-        .await
-        .map_err(|e| OpError::from_transport(&e))
 }
 
 /// Reads a GET's body, comparing it with `expected` chunk by chunk (no copy),
@@ -544,6 +542,10 @@ pub(super) async fn receive_checked(
             mismatch = true;
         }
         received = end;
+        if received > expected.len() {
+            // More than the object holds: nothing further is read.
+            break;
+        }
     }
     if mismatch || received != expected.len() {
         return Err(OpError::DataMismatch(format!(

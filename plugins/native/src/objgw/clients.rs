@@ -80,6 +80,7 @@ pub fn run<C: Serialize>(
         grace: load.request_timeout.0 + Duration::from_secs(30),
         preparing: "prefill",
         owns: &owns,
+        declared: &super::load::metrics(),
     };
     let ran: Ran<Window> = remote_worker::session::run(stage, config, &rules, ctx)?;
     merge(&ran)

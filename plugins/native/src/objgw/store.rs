@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use pipeline_stage_api::stage::StageError;
 
+use super::bounds::Pager;
 use super::client::{Body, Got, OpError, S3Client};
 use super::swift_client::SwiftClient;
 
@@ -157,10 +158,64 @@ impl Store {
         }
     }
 
-    pub async fn list_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, OpError> {
-        match self {
-            Store::S3(c) => c.list_keys(bucket, prefix).await,
-            Store::Swift(c) => c.list_keys(bucket, prefix).await,
+    /// A listing of every key under `prefix`, to be read page by page
+    /// ([`next_page`](Self::next_page)): a page is dealt with before the
+    /// next is asked for, and nothing of the listing is kept but where it is.
+    pub fn listing(&self, bucket: &str, prefix: &str) -> Listing {
+        let page_size = match self {
+            Store::S3(_) => super::client::PAGE,
+            Store::Swift(_) => super::swift_client::PAGE,
+        };
+        Listing {
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            pager: Pager::new(bucket, prefix, page_size),
+            next: None,
+            ended: false,
         }
     }
+
+    /// The listing's next page of keys; `None` once it ended. Each page is
+    /// checked by the listing's [`Pager`]: a listing that pages forever,
+    /// repeats itself or names keys outside the prefix is an error.
+    pub async fn next_page(&self, listing: &mut Listing) -> Result<Option<Vec<String>>, OpError> {
+        if listing.ended {
+            return Ok(None);
+        }
+        let (keys, next) = match self {
+            Store::S3(c) => {
+                c.list_v2(&listing.bucket, &listing.prefix, listing.next.as_deref())
+                    .await?
+            }
+            Store::Swift(c) => {
+                let names = c
+                    .names(
+                        &listing.bucket,
+                        &listing.prefix,
+                        listing.next.as_deref(),
+                        super::swift_client::PAGE,
+                    )
+                    .await?;
+                // A full page may have more after it: its last name is the marker.
+                let next = (names.len() >= super::swift_client::PAGE)
+                    .then(|| names.last().cloned())
+                    .flatten();
+                (names, next)
+            }
+        };
+        listing.pager.check(&keys, next.as_deref())?;
+        listing.ended = next.is_none();
+        listing.next = next;
+        Ok(Some(keys))
+    }
+}
+
+/// Where a listing of one bucket has got to.
+pub struct Listing {
+    bucket: String,
+    prefix: String,
+    pager: Pager,
+    /// The next page's continuation token (S3) or marker (Swift).
+    next: Option<String>,
+    ended: bool,
 }

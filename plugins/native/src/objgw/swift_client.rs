@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::bounds;
 use super::client::{
     Body, Got, OpError, content_length, encode_key, encode_query, http_client, receive_checked,
-    text,
 };
 
 /// Where to authenticate, and as whom.
@@ -37,7 +37,7 @@ pub struct SwiftClient {
 }
 
 /// Longest listing page radosgw serves (and Swift's default).
-const PAGE: usize = 10_000;
+pub const PAGE: usize = 10_000;
 
 impl SwiftClient {
     pub fn new(auth: SwiftAuth, connections: usize, timeout: Duration) -> Result<Self, OpError> {
@@ -215,11 +215,14 @@ impl SwiftClient {
 
     /// One listing page (up to 1000 names) under `prefix`: how many names.
     pub async fn list_page(&self, container: &str, prefix: &str) -> Result<usize, OpError> {
-        Ok(self.names(container, prefix, None, 1000).await?.len())
+        let names = self.names(container, prefix, None, 1000).await?;
+        bounds::Pager::new(container, prefix, 1000).check(&names, None)?;
+        Ok(names.len())
     }
 
-    /// Up to `limit` object names under `prefix`, after `marker`.
-    async fn names(
+    /// Up to `limit` object names under `prefix`, after `marker`; the
+    /// caller's [`bounds::Pager`] checks them.
+    pub async fn names(
         &self,
         container: &str,
         prefix: &str,
@@ -230,12 +233,14 @@ impl SwiftClient {
         if let Some(m) = marker {
             query.push_str(&format!("&marker={}", encode_query(m)));
         }
-        let body = text(
+        let body = bounds::text(
             self.send(|s| {
                 self.http
                     .get(format!("{}?{query}", Self::url(s, container, None)))
             })
             .await?,
+            bounds::LISTING_PAGE,
+            &format!("the gateway's listing of container `{container}`"),
         )
         .await?;
         if body.trim().is_empty() {
@@ -259,20 +264,5 @@ impl SwiftClient {
         self.send(|s| self.http.delete(Self::url(s, container, None)))
             .await?;
         Ok(())
-    }
-
-    /// Every object name under `prefix`, page by page (`marker`).
-    pub async fn list_keys(&self, container: &str, prefix: &str) -> Result<Vec<String>, OpError> {
-        let mut keys: Vec<String> = Vec::new();
-        loop {
-            let page = self
-                .names(container, prefix, keys.last().map(String::as_str), PAGE)
-                .await?;
-            let full = page.len() >= PAGE;
-            keys.extend(page);
-            if !full {
-                return Ok(keys);
-            }
-        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod gateway;
+pub mod hostile_http;
 pub mod registry;
 pub mod run_shape;
 pub mod sshd;

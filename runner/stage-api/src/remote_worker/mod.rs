@@ -11,6 +11,7 @@
 //!   start to its end (handshake, clocks, the synchronized start, lost hosts);
 //! - [`clock_check`]: each host's clock against this machine's, over its
 //!   worker's session;
+//! - [`done_check`]: a worker's figures checked like a plugin's;
 //! - [`worker`]: the worker's half, which runs the job by the
 //!   [`WorkerKind`] it names.
 //!
@@ -27,6 +28,7 @@
 
 pub mod binary;
 pub mod clock_check;
+pub mod done_check;
 pub mod protocol;
 pub mod session;
 pub mod worker;

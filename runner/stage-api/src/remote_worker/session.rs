@@ -46,6 +46,9 @@ pub struct Rules<'a> {
     /// in this run's ledger, where cleanup would remove it. One it may not
     /// make loses its host; the removal of one is ignored.
     pub owns: &'a dyn Fn(&Host, &str, &str) -> bool,
+    /// The metrics the stage declares: a worker's `done` may hold only these
+    /// ([`done_check`](super::done_check)).
+    pub declared: &'a [crate::metric::MetricDecl],
 }
 
 /// How the workers of a run ended, and when they were started.
@@ -270,10 +273,47 @@ impl<W> Worker<W> {
     }
 }
 
-/// A worker's stdout file, read as it grows: whole lines only.
+/// A worker's stdout file, read as it grows: whole lines only, at most
+/// [`READ_PER_POLL`] of them a call, and no faster than the protocol sends
+/// them ([`Flood`]).
 pub(super) struct Stream {
     file: std::fs::File,
     partial: Vec<u8>,
+    flood: Flood,
+}
+
+/// What one call reads once it holds whole lines: a worker writing faster
+/// than the runner reads is read in steps, not into memory at once.
+const READ_PER_POLL: usize = 1 << 20;
+
+/// Lines a worker may send at once, and after that a second: the protocol
+/// sends about two a second (`alive`, `second`), a ledger entry per bucket
+/// and a `pong` per ping; far more is a worker gone wrong, which would
+/// keep the runner parsing instead of minding the stage's deadline.
+pub const FLOOD_BURST: f64 = 10_000.0;
+pub const FLOOD_RATE: f64 = 200.0;
+
+/// A token bucket over a worker's lines.
+struct Flood {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Flood {
+    fn new() -> Flood {
+        Flood {
+            tokens: FLOOD_BURST,
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes `lines` arrived by `now`; whether they fit.
+    fn take(&mut self, lines: usize, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * FLOOD_RATE;
+        self.tokens = (self.tokens + refill).min(FLOOD_BURST) - lines as f64;
+        self.at = now;
+        self.tokens >= 0.0
+    }
 }
 
 impl Stream {
@@ -287,22 +327,43 @@ impl Stream {
         Ok(Stream {
             file,
             partial: Vec::new(),
+            flood: Flood::new(),
         })
     }
 
     /// The messages that arrived since the last call; `Err` names a line
     /// that is not the protocol.
     pub(super) fn messages<W: DeserializeOwned>(&mut self) -> Result<Vec<FromWorker<W>>, String> {
-        let mut buf = [0u8; 64 << 10];
+        let mut buf = vec![0u8; 64 << 10];
+        let (mut read, mut whole_lines) = (0, false);
         loop {
             match self.file.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.partial.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    // Grown by doubling up to the line limit, never past it:
+                    // a line that is too long costs MAX_LINE, not twice that.
+                    let needed = self.partial.len() + n;
+                    if needed > self.partial.capacity() {
+                        let grown = (self.partial.capacity() * 2)
+                            .clamp(needed, protocol::MAX_LINE + buf.len());
+                        self.partial.reserve_exact(grown - self.partial.len());
+                    }
+                    self.partial.extend_from_slice(&buf[..n]);
+                    read += n;
+                    whole_lines |= buf[..n].contains(&b'\n');
+                }
                 Err(e) => return Err(format!("cannot read its output: {e}")),
             }
-            if self.partial.len() > protocol::MAX_LINE {
+            if self.partial.len() > protocol::MAX_LINE || (read >= READ_PER_POLL && whole_lines) {
                 break;
             }
+        }
+        let lines = self.partial.iter().filter(|b| **b == b'\n').count();
+        if !self.flood.take(lines, Instant::now()) {
+            return Err(format!(
+                "its worker flooded its session: more lines than the protocol sends ({} at once, {} a second): refused",
+                FLOOD_BURST, FLOOD_RATE
+            ));
         }
         let mut out = Vec::new();
         while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
@@ -619,11 +680,24 @@ fn handle<W>(ctx: &mut StageContext, rules: &Rules, w: &mut Worker<W>, m: FromWo
             window,
             max_rss_kib,
         } => {
-            w.end = Some(End::Done(Box::new(Done {
-                output,
-                window,
-                max_rss_kib,
-            })))
+            w.end = Some(
+                match super::done_check::problem(
+                    &ctx.instance_id,
+                    rules.declared,
+                    &output,
+                    max_rss_kib,
+                ) {
+                    None => End::Done(Box::new(Done {
+                        output,
+                        window,
+                        max_rss_kib,
+                    })),
+                    Some(problem) => {
+                        w.stdin = None;
+                        End::Lost(format!("its worker's `done` was refused: {problem}"))
+                    }
+                },
+            )
         }
         FromWorker::Failed { error, aborted } => {
             w.end = Some(if aborted {

@@ -44,7 +44,12 @@ pub use host::LoadHost;
 /// When a load ran at full load, in wall-clock time, and what completed in
 /// each tenth of a second of its measured phase: what the runner needs to
 /// sum the rates of several hosts over the window they all ran in.
+///
+/// Read from a worker only as [`Window::checked`] allows: a window whose
+/// end precedes its start, a negative CPU time or an absurd core count is
+/// not the protocol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "UncheckedWindow")]
 pub struct Window {
     /// The measured phase began (ns since the Unix epoch, this host's clock).
     pub measure_start_unix_ns: i64,
@@ -59,6 +64,78 @@ pub struct Window {
     pub cpu_seconds: f64,
     /// The cores the load's runtime could use (worker_threads, at most the host's).
     pub cores: f64,
+}
+
+/// A [`Window`] as a worker sent it, before [`Window::checked`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UncheckedWindow {
+    measure_start_unix_ns: i64,
+    issuing_end_unix_ns: i64,
+    tenths: std::collections::BTreeMap<String, Vec<[u64; 2]>>,
+    cpu_seconds: f64,
+    cores: f64,
+}
+
+/// Tenths of a second a window may hold: ten days of them.
+const MAX_TENTHS: usize = 8_640_000;
+
+impl TryFrom<UncheckedWindow> for Window {
+    type Error = String;
+
+    fn try_from(w: UncheckedWindow) -> Result<Window, String> {
+        Window {
+            measure_start_unix_ns: w.measure_start_unix_ns,
+            issuing_end_unix_ns: w.issuing_end_unix_ns,
+            tenths: w.tenths,
+            cpu_seconds: w.cpu_seconds,
+            cores: w.cores,
+        }
+        .checked()
+    }
+}
+
+impl Window {
+    /// The window, if it is one a load can have measured, else what is
+    /// wrong with it, by field.
+    pub fn checked(self) -> Result<Window, String> {
+        if self.issuing_end_unix_ns < self.measure_start_unix_ns {
+            return Err(format!(
+                "window.issuing_end_unix_ns {} precedes window.measure_start_unix_ns {}",
+                self.issuing_end_unix_ns, self.measure_start_unix_ns
+            ));
+        }
+        if !(self.cpu_seconds.is_finite() && self.cpu_seconds >= 0.0) {
+            return Err(format!(
+                "window.cpu_seconds is {}: not a CPU time",
+                self.cpu_seconds
+            ));
+        }
+        if !(self.cores.is_finite() && self.cores > 0.0 && self.cores <= 65_536.0) {
+            return Err(format!("window.cores is {}: not a core count", self.cores));
+        }
+        if self.tenths.len() > 16 {
+            return Err(format!(
+                "window.tenths has {} operations (at most 16)",
+                self.tenths.len()
+            ));
+        }
+        for (op, tenths) in &self.tenths {
+            let plain = !op.is_empty()
+                && op.len() <= 32
+                && op.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+            if !plain {
+                return Err("window.tenths holds an operation that is not a name".into());
+            }
+            if tenths.len() > MAX_TENTHS {
+                return Err(format!(
+                    "window.tenths.{op} has {} tenths (at most {MAX_TENTHS})",
+                    tenths.len()
+                ));
+            }
+        }
+        Ok(self)
+    }
 }
 
 /// Runs the load against `store`: set-up (buckets, or the pre-existing one),
@@ -95,7 +172,10 @@ pub fn run_with_window(
     let created = runtime.block_on(buckets::set_up(config, host, &mut target));
     let target = Arc::new(target);
     let outcome = created.and_then(|()| phases::measure(config, &*host, &runtime, &target));
-    let cleaned = runtime.block_on(buckets::remove_written(stage, config, &target, host));
+    let cleanup_by = buckets::cleanup_deadline(host.deadline(), std::time::Instant::now());
+    let cleaned = runtime.block_on(buckets::remove_written(
+        stage, config, &target, host, cleanup_by,
+    ));
     let (rec, timing) = outcome?;
     cleaned?;
     let window = Window {
