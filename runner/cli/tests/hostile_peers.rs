@@ -6,6 +6,13 @@
 //! runner's peak memory under 200 MB, the bucket it could not remove named
 //! in the ledger, and no escape byte of the peer's in the terminal, the
 //! results or the report. No tier: nothing but this process and the binary.
+//!
+//! And workers that misbehave (tier hosts: the sshd harness on loopback,
+//! whose inventory's `pipeline:` names a fake worker that speaks protocol 1
+//! just well enough to be started): one that floods lines, one that sends
+//! a 300 MB line, one whose `done` holds absurd figures. Each fails its
+//! host within the stage's timeout, the runner under 200 MB, and none of
+//! the worker's bytes reach results.json unchecked.
 
 mod common;
 
@@ -13,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use pipeline_test_tiers::live;
+use pipeline_test_tiers::{Tier, live};
 
 use common::hostile_http::{Body, HostilePeer, Request, Response, run_measured};
 use serde_json::Value;
@@ -274,6 +281,241 @@ fn a_huge_listing_page_is_refused_at_its_bound() {
     );
 }
 
+/// A Swift auth server whose storage URL names another host: the token
+/// must not go there unless the suite allows that host.
+fn a_storage_url_on_another_host_is_refused_and_gets_no_token() {
+    let elsewhere = HostilePeer::start(|_| Response::status(204));
+    let storage = format!("{}/swift/v1", elsewhere.url());
+    let auth = HostilePeer::start(move |_| {
+        Response::status(204)
+            .header("X-Storage-Url", storage.clone())
+            .header("X-Auth-Token", "AUTH_tk-never-leaves")
+    });
+    let dir = common::temp_dir("hostile-swift-auth");
+    let file = dir.join("suite.yaml");
+    std::fs::write(
+        &file,
+        "name: hostile-swift-auth\ncluster: {watch: false}\ninventory: {watch: false}\nstages:\n  - id: s3\n    uses: swift-bench\n    timeout: 30s\n    with:\n      workload: put\n      object_size: 4K\n      duration: 1s\n",
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let mut cmd = common::pipeline_command(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    cmd.env("ST_AUTH", format!("{}/auth/1.0", auth.url()))
+        .env("ST_USER", "test:tester")
+        .env("ST_KEY", "hostile-key")
+        .env_remove("CEPH_CONF");
+    let (code, elapsed, peak_kib, output) = run_measured(cmd);
+    assert_eq!(code, Some(1), "{output}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let error = common::stage(&results, "s3")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eprintln!(
+        "swift-auth: {:.1} s, peak {} MiB: {error}",
+        elapsed.as_secs_f64(),
+        peak_kib / 1024
+    );
+    assert!(
+        error.contains("answered a storage URL on another host")
+            && error.contains(&format!(
+                "allow it with `storage_hosts: [\"127.0.0.1:{}\"]`",
+                elsewhere.port
+            )),
+        "{error}"
+    );
+    assert_eq!(
+        elsewhere.requests.load(Ordering::Relaxed),
+        0,
+        "a request (with the token) went to the storage URL's host"
+    );
+    assert!(peak_kib < MEMORY_LIMIT_KIB);
+}
+
+/// A fake `pipeline worker`: says `hello` as this runner's version, then
+/// does what `mode` says.
+const FAKE_WORKER: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+MODE = "@MODE@"
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+job = json.loads(sys.stdin.readline())
+send({"type": "hello", "protocol": 1, "version": "@VERSION@", "pid": os.getpid()})
+if MODE == "flood":
+    lines = b'{"type":"alive"}\n' * 4096
+    while True:
+        os.write(1, lines)
+if MODE == "long-line":
+    sys.stdout.write('{"type":"progress","message":"')
+    chunk = "a" * (1 << 20)
+    for _ in range(300):
+        sys.stdout.write(chunk)
+    sys.stdout.write('"}\n')
+    sys.stdout.flush()
+    time.sleep(120)
+    sys.exit(0)
+ABSURD = {
+    "output": {
+        "metrics": [
+            {"name": "ops_per_s", "value": 1e308, "unit": "ops/s", "direction": "higher",
+             "labels": {"op": "put", "phase": "measure"}, "aggregate": "sum"},
+            {"name": "ops_per_s\u001b]0;pwned\u0007", "value": 1.0, "unit": "ops/s",
+             "direction": "higher", "aggregate": "sum"},
+        ],
+        "histograms": [], "series": [], "notes": ["n" * 400000],
+    },
+    "window": {"measure_start_unix_ns": 2000000000000000000, "issuing_end_unix_ns": 1000000000000000000,
+               "tenths": {}, "cpu_seconds": -5.0, "cores": 2.0},
+    "max_rss_kib": 2 ** 63,
+}
+if MODE == "absurd-window":
+    ABSURD["output"]["metrics"] = ABSURD["output"]["metrics"][:0]
+    ABSURD["output"]["notes"] = []
+    ABSURD["max_rss_kib"] = 1000
+else:
+    ABSURD["window"]["issuing_end_unix_ns"] = 3000000000000000000
+    ABSURD["window"]["cpu_seconds"] = 1.0
+for line in sys.stdin:
+    m = json.loads(line)
+    if m["type"] == "ping":
+        send({"type": "pong", "id": m["id"], "clock_unix_ns": time.time_ns()})
+        if m["id"] == 7:
+            send({"type": "ready"})
+    elif m["type"] == "start":
+        send({"type": "started", "at_unix_ns": m["at_unix_ns"]})
+        send(dict(type="done", **ABSURD))
+        time.sleep(120)
+"#;
+
+/// Runs one s3-bench stage on node1, whose worker is the fake in `mode`.
+fn run_fake_worker(mode: &str) -> Outcome {
+    let sshd = common::sshd::Sshd::start();
+    let (peer, _) = gateway(Listing::RepeatsItsToken);
+    let dir = common::temp_dir(&format!("hostile-worker-{mode}"));
+    let fake = dir.join("fake-worker");
+    std::fs::write(
+        &fake,
+        FAKE_WORKER
+            .replace("@MODE@", mode)
+            .replace("@VERSION@", env!("CARGO_PKG_VERSION")),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &fake,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let node1 = format!(
+        "node1: {{address: {}, port: {}}}",
+        common::sshd::ADDRESSES[0],
+        sshd.port
+    );
+    let inventory = sshd.inventory_yaml();
+    assert!(inventory.contains(&node1), "{inventory}");
+    let inventory = inventory
+        .replace(
+            &node1,
+            &format!(
+                "node1: {{address: {}, port: {}, pipeline: {}}}",
+                common::sshd::ADDRESSES[0],
+                sshd.port,
+                fake.display()
+            ),
+        )
+        .replace("inventory:\n", "inventory:\n  watch: false\n");
+    let file = dir.join("suite.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: hostile-worker-{mode}\ncluster: {{watch: false}}\nstages:\n  - id: s3\n    uses: s3-bench\n    on: [node1]\n    timeout: 60s\n    with:\n      workload: put\n      object_size: 4K\n      concurrency: 2\n      duration: 2s\n      objects_per_bucket: 10\n{inventory}"
+        ),
+    )
+    .unwrap();
+    run(&peer, &file)
+}
+
+/// What every hostile worker case must hold: node1 failed with `error`
+/// within the stage's timeout, the runner under the memory limit, nothing
+/// of the worker's in results.json but what was checked.
+fn assert_worker_refused(case: &str, o: &Outcome, error: &str) {
+    assert_eq!(o.code, Some(1), "{case}: {}", o.output);
+    let stage = common::stage(&o.results, "s3");
+    let message = stage["error"].as_str().unwrap_or_default();
+    eprintln!(
+        "{case}: {:.1} s, peak {} MiB: {message}",
+        o.elapsed.as_secs_f64(),
+        o.peak_kib / 1024
+    );
+    assert!(message.starts_with("node1: "), "{case}: {message}");
+    assert!(message.contains(error), "{case}: {message}");
+    assert!(
+        o.elapsed < Duration::from_secs(60),
+        "{case}: took {:?}, beyond the stage's timeout",
+        o.elapsed
+    );
+    assert!(
+        o.peak_kib < MEMORY_LIMIT_KIB,
+        "{case}: peak memory {} KiB",
+        o.peak_kib
+    );
+    let results = std::fs::read_to_string(o.run_dir.join("results.json")).unwrap();
+    for garbage in [
+        "pwned", "1e308", "nnnnnnnn", "aaaaaaaa", "\\u001b", "\\u0007",
+    ] {
+        assert!(
+            !results.contains(garbage),
+            "{case}: `{garbage}` in results.json"
+        );
+    }
+    assert!(
+        !o.output.contains('\x1b'),
+        "{case}: an escape reached the terminal"
+    );
+    // A worker that broke the protocol is killed, not trusted to exit.
+    let fake = o.run_dir.parent().unwrap().join("fake-worker");
+    let left = std::process::Command::new("pgrep")
+        .args(["-af", &fake.to_string_lossy()])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "{case}: the fake worker is left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+fn a_worker_that_floods_lines_loses_its_host_within_the_timeout() {
+    let o = run_fake_worker("flood");
+    assert_worker_refused("flood", &o, "its worker flooded its session");
+}
+
+fn a_worker_line_of_300_mb_is_refused_at_the_line_limit() {
+    let o = run_fake_worker("long-line");
+    assert_worker_refused("long-line", &o, "a line longer than 64 MiB");
+}
+
+fn a_done_with_absurd_figures_fails_the_host_naming_the_field() {
+    let o = run_fake_worker("absurd");
+    assert_worker_refused(
+        "absurd",
+        &o,
+        "its worker's `done` was refused: max_rss_kib is 9223372036854775808",
+    );
+}
+
+fn a_done_whose_window_ends_before_it_starts_is_refused() {
+    let o = run_fake_worker("absurd-window");
+    assert_worker_refused("absurd-window", &o, "precedes window.measure_start_unix_ns");
+}
+
 fn main() {
     pipeline_test_tiers::run(vec![
         live(
@@ -300,6 +542,31 @@ fn main() {
             "a_huge_listing_page_is_refused_at_its_bound",
             &[],
             a_huge_listing_page_is_refused_at_its_bound,
+        ),
+        live(
+            "a_storage_url_on_another_host_is_refused_and_gets_no_token",
+            &[],
+            a_storage_url_on_another_host_is_refused_and_gets_no_token,
+        ),
+        live(
+            "a_worker_that_floods_lines_loses_its_host_within_the_timeout",
+            &[Tier::Hosts],
+            a_worker_that_floods_lines_loses_its_host_within_the_timeout,
+        ),
+        live(
+            "a_worker_line_of_300_mb_is_refused_at_the_line_limit",
+            &[Tier::Hosts],
+            a_worker_line_of_300_mb_is_refused_at_the_line_limit,
+        ),
+        live(
+            "a_done_with_absurd_figures_fails_the_host_naming_the_field",
+            &[Tier::Hosts],
+            a_done_with_absurd_figures_fails_the_host_naming_the_field,
+        ),
+        live(
+            "a_done_whose_window_ends_before_it_starts_is_refused",
+            &[Tier::Hosts],
+            a_done_whose_window_ends_before_it_starts_is_refused,
         ),
     ])
 }

@@ -28,6 +28,12 @@ pub struct Config {
     /// Swift key (default: $ST_KEY). Give it as `{{ env.NAME }}` of an `env:` entry with `secret: true`, never literally: parameters are shown by `plan`.
     #[serde(default)]
     pub key: Option<String>,
+    /// Hosts (`HOST:PORT`) other than the auth URL's that the storage URL
+    /// the auth server answers with may name (a gateway whose
+    /// `rgw_swift_url` points elsewhere). Any other host is refused: the
+    /// token goes only where the suite says.
+    #[serde(default)]
+    pub storage_hosts: Vec<String>,
     #[serde(flatten)]
     pub load: LoadConfig,
 }
@@ -65,6 +71,7 @@ impl TypedStage for SwiftBench {
             auth_url: Some(auth.url),
             user: Some(auth.user),
             key: Some(auth.key),
+            storage_hosts: auth.storage_hosts,
             load: config.load.clone(),
         };
         clients::run("swift-bench", &resolved, &config.load, ctx)
@@ -98,5 +105,6 @@ fn resolve_auth(config: &Config) -> Result<SwiftAuth, StageError> {
             .ok_or_else(|| missing_setting("Swift", "user", "user", "ST_USER"))?,
         key: setting(&config.key, "ST_KEY")
             .ok_or_else(|| missing_setting("Swift", "key", "key", "ST_KEY"))?,
+        storage_hosts: config.storage_hosts.clone(),
     })
 }

@@ -23,6 +23,24 @@ pub struct SwiftAuth {
     /// `account:user`, e.g. `sandbox:swift`.
     pub user: String,
     pub key: String,
+    /// Hosts (`HOST:PORT`) besides the auth URL's that a storage URL may
+    /// name: the token is sent nowhere else.
+    pub storage_hosts: Vec<String>,
+}
+
+/// `HOST:PORT` of a plain-HTTP URL (port 80 when it names none), lower case.
+pub fn authority(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("http://")?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || host.contains('@') {
+        return None;
+    }
+    let host = host.to_ascii_lowercase();
+    let has_port = match host.rfind(']') {
+        Some(end) => host[end..].contains(':'),
+        None => host.contains(':'),
+    };
+    Some(if has_port { host } else { format!("{host}:80") })
 }
 
 struct Session {
@@ -79,12 +97,39 @@ impl SwiftClient {
                 "the auth answer ({status}) has no X-Storage-Url or X-Auth-Token"
             )));
         };
+        let storage_url = storage_url.trim_end_matches('/');
+        self.check_storage_host(storage_url)?;
         let session = Arc::new(Session {
-            storage_url: storage_url.trim_end_matches('/').to_string(),
+            storage_url: storage_url.to_string(),
             token,
         });
         *self.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session);
         Ok(())
+    }
+
+    /// The storage URL the auth server named must be on the auth URL's
+    /// host or one the suite allows (`storage_hosts`): the token, which
+    /// every request carries, goes nowhere else.
+    fn check_storage_host(&self, storage_url: &str) -> Result<(), OpError> {
+        let shown = pipeline_stage_api::remote_worker::shown(storage_url);
+        let auth = authority(&self.auth.url).unwrap_or_default();
+        let Some(storage) = authority(storage_url) else {
+            return Err(OpError::Other(format!(
+                "a storage URL that is not plain http://HOST:PORT, `{shown}`: refused"
+            )));
+        };
+        if storage == auth
+            || self
+                .auth
+                .storage_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(&storage))
+        {
+            return Ok(());
+        }
+        Err(OpError::Other(format!(
+            "a storage URL on another host, `{shown}`: refused, the token goes only to {auth}; if {storage} is the gateway, allow it with `storage_hosts: [\"{storage}\"]`"
+        )))
     }
 
     fn session(&self) -> Result<Arc<Session>, OpError> {
@@ -264,5 +309,29 @@ impl SwiftClient {
         self.send(|s| self.http.delete(Self::url(s, container, None)))
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::authority;
+
+    #[test]
+    fn authorities_compare_host_and_port() {
+        assert_eq!(
+            authority("http://127.0.0.1:7480/auth/1.0").as_deref(),
+            Some("127.0.0.1:7480")
+        );
+        assert_eq!(
+            authority("http://GW.example/swift/v1").as_deref(),
+            Some("gw.example:80")
+        );
+        assert_eq!(
+            authority("http://[::1]:7480/x").as_deref(),
+            Some("[::1]:7480")
+        );
+        assert_eq!(authority("http://[::1]/x").as_deref(), Some("[::1]:80"));
+        assert_eq!(authority("https://gw:443/"), None);
+        assert_eq!(authority("http://user@gw:80/"), None);
     }
 }

@@ -121,6 +121,8 @@ pub(super) struct Worker<W> {
     last_second: Option<(u64, f64)>,
     pub(super) pongs: Vec<(u64, i64, i128)>,
     end: Option<End<W>>,
+    /// It sent what the protocol does not allow: it is killed, not asked to stop.
+    broke_protocol: bool,
 }
 
 /// How a worker ended.
@@ -139,6 +141,24 @@ pub enum End<W> {
 /// the stage's config with whatever the runner resolved for the workers
 /// (endpoint, keys): the job carries it.
 pub fn run<C: Serialize, W: DeserializeOwned>(
+    stage: &str,
+    config: &C,
+    rules: &Rules,
+    ctx: &mut StageContext,
+) -> Result<Ran<W>, StageError> {
+    // The session reads each worker's output itself, line by line under its
+    // bounds: a stopped worker's output is not read back whole as well (a
+    // hostile one's can be gigabytes), only as much as its error can show.
+    let read_back = std::mem::replace(&mut ctx.read_back, Some(WORKER_READ_BACK));
+    let ran = run_workers(stage, config, rules, ctx);
+    ctx.read_back = read_back;
+    ran
+}
+
+/// What of a stopped worker's stdout and stderr is read back (for its error).
+const WORKER_READ_BACK: u64 = 1 << 20;
+
+fn run_workers<C: Serialize, W: DeserializeOwned>(
     stage: &str,
     config: &C,
     rules: &Rules,
@@ -251,6 +271,7 @@ fn start_worker<W: DeserializeOwned>(
         last_second: None,
         pongs: Vec::new(),
         end: None,
+        broke_protocol: false,
     })
 }
 
@@ -562,7 +583,17 @@ pub(super) fn poll<W: DeserializeOwned>(
             Err(why) => {
                 w.end = Some(End::Lost(why));
                 w.stdin = None;
+                w.broke_protocol = true;
             }
+        }
+        if w.broke_protocol {
+            // It is not to be trusted to exit when told: its session is
+            // closed and the process killed by its pid, as a silent one's.
+            w.broke_protocol = false;
+            if let Some(b) = w.background.take() {
+                ctx.stop(b);
+            }
+            kill_stalled(ctx, w);
         }
         if !w.running() {
             continue;
@@ -657,6 +688,7 @@ fn handle<W>(ctx: &mut StageContext, rules: &Rules, w: &mut Worker<W>, m: FromWo
                     shown(&name)
                 )));
                 w.stdin = None;
+                w.broke_protocol = true;
             }
         }
         FromWorker::Removed { kind, name } => {
@@ -694,6 +726,7 @@ fn handle<W>(ctx: &mut StageContext, rules: &Rules, w: &mut Worker<W>, m: FromWo
                     })),
                     Some(problem) => {
                         w.stdin = None;
+                        w.broke_protocol = true;
                         End::Lost(format!("its worker's `done` was refused: {problem}"))
                     }
                 },
