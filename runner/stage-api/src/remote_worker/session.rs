@@ -149,7 +149,7 @@ pub fn run<C: Serialize, W: DeserializeOwned>(
     // The session reads each worker's output itself, line by line under its
     // bounds: a stopped worker's output is not read back whole as well (a
     // hostile one's can be gigabytes), only as much as its error can show.
-    let read_back = std::mem::replace(&mut ctx.read_back, Some(WORKER_READ_BACK));
+    let read_back = ctx.read_back.replace(WORKER_READ_BACK);
     let ran = run_workers(stage, config, rules, ctx);
     ctx.read_back = read_back;
     ran
