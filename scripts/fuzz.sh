@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer through cargo-fuzz, nightly) of every
 # input surface: pipeline YAML -> compile -> plan, templates, inventories,
-# every tool-output parser, results.json as report/compare load it.
+# every tool-output parser, results.json as report/compare load it, what
+# an S3 or Swift gateway answers, and what a remote worker sends.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 600, all)
 #
@@ -14,14 +15,14 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pipeline_yaml template inventory tool_output results_json wasm_values)
+[ ${#targets[@]} -gt 0 ] || targets=(pipeline_yaml template inventory tool_output results_json wasm_values gateway_answers worker_protocol)
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
 seeds=fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{pipeline_yaml,template,inventory,tool_output,results_json,wasm_values}
+mkdir -p "$seeds"/{pipeline_yaml,template,inventory,tool_output,results_json,wasm_values,gateway_answers,worker_protocol}
 # WASM values: bytes read as WIT values (any bytes are a valid input).
 head -c 4096 runner/wasm/tests/fixtures/testkit-0.1.0.wasm > "$seeds/wasm_values/testkit-head"
 for f in pipelines/*.yaml tests/*/*.yaml; do
@@ -48,6 +49,22 @@ seed_output 2 "$data"/fio-*.json
 seed_output 3 "$data"/dd-*
 seed_output 4 "$data"/iperf3-*.json
 seed_output 5 "$data"/iperf*-*.txt
+# Gateway answers captured from radosgw: first byte = which answer
+# (0 listing, 1 error, 2 create-multipart, 3 complete-multipart, 4 Swift listing).
+seed_answer() { # INDEX FILE...
+  local index="$1"; shift
+  for f in "$@"; do
+    { printf "\\$(printf '%03o' "$index")"; cat "$f"; } > "$seeds/gateway_answers/$index-$(basename "$f")"
+  done
+}
+answers=plugins/native/tests/data/gateway
+seed_answer 0 "$answers"/s3-list-v2-*.xml
+seed_answer 1 "$answers"/s3-error-*.xml
+seed_answer 2 "$answers"/s3-create-multipart.xml
+seed_answer 3 "$answers"/s3-complete-multipart-error.xml
+seed_answer 4 "$answers"/swift-list-json-*.json
+# Worker outputs captured from real workers (one protocol line per line).
+cp plugins/native/tests/data/worker/*.jsonl "$seeds/worker_protocol/"
 for f in tests/report/*.results.json tests/compare/*.results.json tests/report/charts/results.json; do
   cp "$f" "$seeds/results_json/$(echo "$f" | tr / _)"
 done

@@ -341,7 +341,8 @@ impl TypedStage for Fio {
                     stderr_tail: out.tail(),
                 });
             }
-            let m = pipeline_parsers::fio::parse_json(&out.stdout).map_err(|e| {
+            let stdout = out.whole_stdout(&format!("fio (client {})", client.index))?;
+            let m = pipeline_parsers::fio::parse_json(stdout).map_err(|e| {
                 StageError::failed(format!(
                     "cannot read fio output of client {}: {e}",
                     client.index

@@ -7,6 +7,10 @@
 //! in the ledger, and no escape byte of the peer's in the terminal, the
 //! results or the report. No tier: nothing but this process and the binary.
 //!
+//! A registry that sends too much (a manifest, a token answer, an error
+//! body, a blob beyond what the manifest declared), and a `ceph` whose JSON
+//! answer is 300 MB: each refused at its bound, naming it, under 200 MB.
+//!
 //! And workers that misbehave (tier hosts: the sshd harness on loopback,
 //! whose inventory's `pipeline:` names a fake worker that speaks protocol 1
 //! just well enough to be started): one that floods lines, one that sends
@@ -516,6 +520,261 @@ fn a_done_whose_window_ends_before_it_starts_is_refused() {
     assert_worker_refused("absurd-window", &o, "precedes window.measure_start_unix_ns");
 }
 
+/// How the hostile registry answers a pull of `evil/plugin:1.0`.
+#[derive(Clone, Copy, Debug)]
+enum Registry {
+    /// A 300 MB manifest, sent chunked (nothing announces its size).
+    ChunkedManifest,
+    /// A manifest whose Content-Length says 3 GiB.
+    AnnouncedManifest,
+    /// A Bearer challenge whose token realm answers with 300 MB.
+    TokenFlood,
+    /// An HTTP 500 whose body is 300 MB of escapes.
+    ErrorFlood,
+    /// A plugin manifest whose 1000-byte layer's blob goes on for 300 MB.
+    LongerBlob,
+    /// Not hostile: a Bearer challenge, a token, and no such tag (the
+    /// token flow works, and the token goes where the challenge said).
+    BearerNoSuchTag,
+}
+
+/// 300 MB in chunks of `chunk`.
+fn flood(chunk: &str, chunked: bool) -> Body {
+    let (chunk, total) = (chunk.as_bytes().repeat(4096), 300 << 20);
+    if chunked {
+        Body::Chunked { chunk, total }
+    } else {
+        Body::Repeat { chunk, total }
+    }
+}
+
+fn registry(how: Registry) -> HostilePeer {
+    let digest = format!("sha256:{}", "a".repeat(64));
+    HostilePeer::start(move |r: &Request| {
+        let host = r
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let authorized = r
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        let response = |status: u16, body: Body| Response {
+            status,
+            headers: vec![(
+                "Content-Type".into(),
+                "application/vnd.oci.image.manifest.v1+json".into(),
+            )],
+            body,
+        };
+        match (how, r.path()) {
+            (_, "/v2/") => Response::ok("{}"),
+            (Registry::ChunkedManifest, _) => response(200, flood("{\"a\":1}", true)),
+            (Registry::AnnouncedManifest, _) => Response {
+                body: Body::Repeat {
+                    chunk: b" ".repeat(4096),
+                    total: 3 << 30,
+                },
+                ..response(200, Body::Bytes(Vec::new()))
+            },
+            (Registry::TokenFlood, "/token") => response(200, flood("{\"token\":\"", true)),
+            (Registry::TokenFlood, _) if !authorized => Response::status(401).header(
+                "WWW-Authenticate",
+                format!("Bearer realm=\"http://{host}/token\",service=\"hostile\""),
+            ),
+            (Registry::TokenFlood, _) => Response::ok("{}"),
+            (Registry::BearerNoSuchTag, "/token")
+                if r.query("scope").as_deref() == Some("repository:evil/plugin:pull") =>
+            {
+                Response::ok(r#"{"token":"tk-1"}"#)
+            }
+            (Registry::BearerNoSuchTag, _) if has_token(r, "Bearer tk-1") => Response::status(404),
+            (Registry::BearerNoSuchTag, _) => Response::status(401).header(
+                "WWW-Authenticate",
+                format!("Bearer realm=\"http://{host}/token\",service=\"hostile\""),
+            ),
+            (Registry::ErrorFlood, _) => response(500, flood("\x1b[2J\x1b]0;owned\x07boom ", true)),
+            (Registry::LongerBlob, p) if p.contains("/blobs/") => {
+                response(200, flood("\0asm", true))
+            }
+            (Registry::LongerBlob, _) => Response::ok(format!(
+                r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.wasm.config.v0+json","digest":"{digest}","size":2}},"layers":[{{"mediaType":"application/wasm","digest":"{digest}","size":1000}}]}}"#
+            )),
+        }
+    })
+}
+
+fn has_token(r: &Request, value: &str) -> bool {
+    r.headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("authorization") && v == value)
+}
+
+fn pull(peer: &HostilePeer, dir: &std::path::Path) -> (Option<i32>, Duration, u64, String) {
+    let mut cmd = common::pipeline_command(&[
+        "plugins",
+        "pull",
+        &format!("oci://127.0.0.1:{}/evil/plugin:1.0", peer.port),
+    ]);
+    cmd.env("PIPELINE_CACHE_DIR", dir.join("cache"))
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env_remove("PIPELINE_REGISTRY_USER")
+        .env_remove("PIPELINE_REGISTRY_PASSWORD");
+    run_measured(cmd)
+}
+
+fn a_registry_that_sends_too_much_is_cut_at_each_bound() {
+    // The token flow itself, against the same peer.
+    let peer = registry(Registry::BearerNoSuchTag);
+    let dir = common::temp_dir("hostile-registry-bearer");
+    let (code, _, _, output) = pull(&peer, &dir);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "oci://127.0.0.1:{}/evil/plugin:1.0: the tag `1.0` is not in the registry",
+            peer.port
+        )),
+        "{output}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    for (how, error) in [
+        (
+            Registry::ChunkedManifest,
+            "the manifest is longer than the 4194304 bytes the runner reads of one (more was sent)",
+        ),
+        (
+            Registry::AnnouncedManifest,
+            "the manifest is longer than the 4194304 bytes the runner reads of one (its Content-Length says 3221225472)",
+        ),
+        (
+            Registry::TokenFlood,
+            "the token answer is longer than the 65536 bytes the runner reads of one",
+        ),
+        (
+            Registry::ErrorFlood,
+            "the request was answered with HTTP 500: [2J]0;ownedboom [2J]0;ownedboom",
+        ),
+        (
+            Registry::LongerBlob,
+            "the plugin blob is longer than the 1000 bytes the runner reads of one",
+        ),
+    ] {
+        let case = format!("{how:?}");
+        let peer = registry(how);
+        let dir = common::temp_dir(&format!("hostile-registry-{case}"));
+        let (code, elapsed, peak_kib, output) = pull(&peer, &dir);
+        assert_eq!(code, Some(1), "{case}: {output}");
+        assert!(
+            output.contains(&format!("registry 127.0.0.1:{}: {error}", peer.port)),
+            "{case}: {output}"
+        );
+        assert!(
+            elapsed < Duration::from_secs(30),
+            "{case}: took {elapsed:?}"
+        );
+        assert!(
+            peak_kib < MEMORY_LIMIT_KIB,
+            "{case}: peak memory {peak_kib} KiB"
+        );
+        assert!(
+            !output.contains('\x1b') && !output.contains('\x07'),
+            "{case}: an escape reached the terminal: {output:?}"
+        );
+        assert!(
+            output.len() < 4096,
+            "{case}: the registry's bytes reached the terminal: {} bytes",
+            output.len()
+        );
+        assert!(
+            !dir.join("cache/oci/blobs/sha256").exists()
+                || std::fs::read_dir(dir.join("cache/oci/blobs/sha256"))
+                    .unwrap()
+                    .next()
+                    .is_none(),
+            "{case}: nothing is cached"
+        );
+        eprintln!(
+            "registry {case}: {:.1} s, peak {} MiB: {}",
+            elapsed.as_secs_f64(),
+            peak_kib / 1024,
+            output.trim()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A `ceph` first in PATH that answers `health detail` with 300 MB of
+/// blanks before its `{}`: the stage refuses it at the read-back bound,
+/// naming the command, instead of holding 300 MB to parse it.
+fn a_ceph_answer_of_300_mb_is_refused_at_the_read_back_bound() {
+    let dir = common::temp_dir("hostile-ceph");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("ceph");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$*\" in\n  *health*) head -c 314572800 /dev/zero | tr '\\0' ' '; printf '\\033[2J{}\\n' ;;\n  *version*) echo 'ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)' ;;\n  *) echo '{}' ;;\nesac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = dir.join("suite.yaml");
+    std::fs::write(
+        &file,
+        "name: hostile-ceph\ncluster: {watch: false}\ninventory: {watch: false}\nstages:\n  - id: health\n    uses: ceph-health\n    timeout: 60s\n",
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let mut cmd = common::pipeline_command(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cmd.env("PATH", path).env_remove("CEPH_CONF");
+    let (code, elapsed, peak_kib, output) = run_measured(cmd);
+    assert_eq!(code, Some(1), "{output}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let stage = common::stage(&results, "health");
+    assert_eq!(stage["status"], "failed", "{stage:#}");
+    let message = stage["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("printed 314572807 bytes, more than the 32 MiB the runner reads back of a command: refused unparsed"),
+        "{message}"
+    );
+    assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");
+    assert!(peak_kib < MEMORY_LIMIT_KIB, "peak memory {peak_kib} KiB");
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    let results = std::fs::read_to_string(run_dir.join("results.json")).unwrap();
+    for (what, text) in [
+        ("terminal", &output),
+        ("report", &report),
+        ("results", &results),
+    ] {
+        assert!(
+            !text.contains('\x1b') && !text.contains("\\u001b"),
+            "an escape reached the {what}"
+        );
+    }
+    eprintln!(
+        "ceph: {:.1} s, peak {} MiB: {message}",
+        elapsed.as_secs_f64(),
+        peak_kib / 1024
+    );
+    // The 300 MB stay in the run folder, as the message says; not on this disk.
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn main() {
     pipeline_test_tiers::run(vec![
         live(
@@ -547,6 +806,16 @@ fn main() {
             "a_storage_url_on_another_host_is_refused_and_gets_no_token",
             &[],
             a_storage_url_on_another_host_is_refused_and_gets_no_token,
+        ),
+        live(
+            "a_registry_that_sends_too_much_is_cut_at_each_bound",
+            &[],
+            a_registry_that_sends_too_much_is_cut_at_each_bound,
+        ),
+        live(
+            "a_ceph_answer_of_300_mb_is_refused_at_the_read_back_bound",
+            &[],
+            a_ceph_answer_of_300_mb_is_refused_at_the_read_back_bound,
         ),
         live(
             "a_worker_that_floods_lines_loses_its_host_within_the_timeout",

@@ -441,7 +441,7 @@ fn probe(
     if !host.is_local() {
         pipeline_stage_api::hosts::take_cpu_report(&err);
     }
-    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    let stdout = pipeline_stage_api::context::read_output_start(&out);
     match finished.exit {
         Exit::Code(0) => Ok(parse_probe(&stdout)),
         other => Err(format!(

@@ -155,7 +155,7 @@ fn ceph(conn: &CephConnection, dir: &Path, name: &str, args: &[&str]) -> Result<
     let finished = run_to_files(&spec, &out, &err, None, &CancelToken::default())
         .map_err(|e| format!("cannot run ceph: {e}"))?;
     if finished.exit.success() {
-        return Ok(std::fs::read_to_string(&out).unwrap_or_default());
+        return pipeline_stage_api::context::read_output_whole(&out, &spec.display());
     }
     Err(format!(
         "`{}` {}: {}",

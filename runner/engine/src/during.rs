@@ -342,7 +342,7 @@ fn command(
     let (ok, outcome) = match finished {
         Ok(f) if f.exit.success() => {
             // What it started on purpose (a daemon it restarted) is not an orphan to stop.
-            let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+            let stdout = pipeline_stage_api::context::read_output_start(&out);
             crate::orphans::spare_named_in(&stdout);
             (true, "ok".to_string())
         }

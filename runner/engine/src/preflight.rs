@@ -90,8 +90,8 @@ fn check_host(host: &Host, tools: &[String], base: &std::path::Path) -> Vec<Stri
         // Only the check's own stderr belongs in a message.
         pipeline_stage_api::hosts::take_cpu_report(&err);
     }
-    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    let stdout = pipeline_stage_api::context::read_output_start(&out);
+    let stderr = pipeline_stage_api::context::read_output_start(&err);
     match finished.exit {
         Exit::Code(0) => stdout
             .lines()

@@ -1,6 +1,7 @@
-//! Talking to a registry, through the `oci-client` crate: resolve a tag, pull
-//! a plugin (manifest checked to be a WASM component, bytes checked against
-//! their digest), push one in the wasm OCI layout wkg, Spin and wasmCloud use.
+//! Talking to a registry: resolve a tag, pull a plugin (manifest checked to
+//! be a WASM component, bytes checked against their digest), both read under
+//! bounds by [`crate::bounded_pull`]; push one, through the `oci-client`
+//! crate, in the wasm OCI layout wkg, Spin and wasmCloud use.
 //!
 //! Plain HTTP only for loopback registries and the ones listed in
 //! `PIPELINE_REGISTRY_INSECURE` (comma-separated `host[:port]`); HTTPS otherwise.
@@ -10,12 +11,11 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::OciDescriptor;
 use serde::Deserialize;
 
+use crate::bounded_pull::{BoundedPull, PullError};
 use crate::credentials::{self, Credentials};
 use crate::error::OciError;
 use crate::reference::{OciReference, host_of};
@@ -27,7 +27,6 @@ pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 const LEGACY_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v1+json";
 const LEGACY_LAYER_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
 
@@ -40,7 +39,6 @@ const CREATED: &str = "org.opencontainers.image.created";
 
 /// Largest plugin pulled: bigger blobs are refused before they are read whole.
 pub const MAX_PLUGIN_BYTES: u64 = 64 * 1024 * 1024;
-const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
 /// A whole registry operation, however the server trickles.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -69,7 +67,10 @@ pub struct RegistryClient {
     registry: String,
     /// Decided once from the registry and PIPELINE_REGISTRY_INSECURE.
     https: bool,
+    /// Pushes.
     client: oci_client::Client,
+    /// Resolves and pulls; an error if its HTTP client could not be built.
+    pull: Result<BoundedPull, String>,
     credentials: Credentials,
 }
 
@@ -101,23 +102,44 @@ impl RegistryClient {
             user_agent: concat!("pipeline/", env!("CARGO_PKG_VERSION")),
             ..ClientConfig::default()
         };
+        let credentials = credentials::for_registry(registry, env);
         RegistryClient {
             registry: registry.to_string(),
             https,
             client: oci_client::Client::new(config),
-            credentials: credentials::for_registry(registry, env),
+            pull: BoundedPull::new(registry, https, credentials.auth.clone(), env)
+                .map_err(|e| e.to_string()),
+            credentials,
         }
     }
 
     /// The manifest digest a reference resolves to now.
     pub fn resolve(&self, reference: &OciReference) -> Result<String, OciError> {
-        let r = reference.to_client();
-        let digest = self.run(reference, async {
-            self.client
-                .fetch_manifest_digest(&r, &self.credentials.auth)
+        let raw = self.manifest(reference)?;
+        Ok(crate::sha256_digest(&raw))
+    }
+
+    /// The manifest's bytes, at most 4 MiB of them.
+    fn manifest(&self, reference: &OciReference) -> Result<Vec<u8>, OciError> {
+        let pull = self.bounded()?;
+        let named = reference
+            .digest
+            .clone()
+            .or_else(|| reference.tag.clone())
+            .unwrap_or_default();
+        self.run(async {
+            pull.manifest(&reference.repository, &named)
                 .await
-        })?;
-        Ok(digest)
+                .map_err(|e| self.pull_error(reference, what_of(reference), e))
+        })
+    }
+
+    fn bounded(&self) -> Result<&BoundedPull, OciError> {
+        self.pull.as_ref().map_err(|e| OciError::Unreachable {
+            registry: self.registry.clone(),
+            https: self.https,
+            reason: format!("no HTTP client ({e})"),
+        })
     }
 
     /// The manifest `reference` names, checked to be a WASM component, and its
@@ -127,23 +149,8 @@ impl RegistryClient {
         reference: &OciReference,
         cached: &dyn Fn(&str) -> Option<Vec<u8>>,
     ) -> Result<Pulled, OciError> {
-        let r = reference.to_client();
         let shown = reference.to_string();
-        let (raw, _) = self.run(reference, async {
-            self.client
-                .pull_manifest_raw(
-                    &r,
-                    &self.credentials.auth,
-                    &[OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST],
-                )
-                .await
-        })?;
-        if raw.len() > MAX_MANIFEST_BYTES {
-            return Err(OciError::NotAComponent {
-                reference: shown,
-                found: format!("a manifest of {} bytes", raw.len()),
-            });
-        }
+        let raw = self.manifest(reference)?;
         let manifest_digest = crate::sha256_digest(&raw);
         if let Some(expected) = &reference.digest
             && *expected != manifest_digest
@@ -168,12 +175,6 @@ impl RegistryClient {
                 ),
             });
         }
-        let descriptor = OciDescriptor {
-            media_type: layer.media_type.clone(),
-            digest: layer.digest.clone(),
-            size: layer.size,
-            ..OciDescriptor::default()
-        };
         if let Some(wasm) = cached(&layer.digest) {
             return Ok(Pulled {
                 manifest: manifest_digest,
@@ -182,40 +183,12 @@ impl RegistryClient {
                 title: layer.title,
             });
         }
-        let pinned = reference.pinned(&manifest_digest).to_client();
-        let wasm = self.run(reference, async {
-            let mut sized = self.client.pull_blob_stream(&pinned, &descriptor).await?;
-            let mut out = Vec::with_capacity(layer.size as usize);
-            while let Some(chunk) = sized.stream.next().await {
-                let chunk = chunk.map_err(OciDistributionError::IoError)?;
-                if (out.len() + chunk.len()) as u64 > MAX_PLUGIN_BYTES {
-                    return Err(OciDistributionError::GenericError(Some(format!(
-                        "the blob is longer than {MAX_PLUGIN_BYTES} bytes"
-                    ))));
-                }
-                out.extend_from_slice(&chunk);
-            }
-            Ok(out)
-        });
-        let wasm = match wasm {
-            // oci-client checks the digest while streaming: "… got sha256:…".
-            Err(OciError::Registry { message, .. }) if message.contains("igest") => {
-                let actual = message
-                    .split("got ")
-                    .nth(1)
-                    .and_then(|rest| rest.get(..71))
-                    .filter(|d| crate::reference::is_digest(d))
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("another digest ({message})"));
-                return Err(OciError::DigestMismatch {
-                    reference: shown,
-                    what: "plugin blob".into(),
-                    expected: layer.digest.clone(),
-                    actual,
-                });
-            }
-            other => other?,
-        };
+        let pull = self.bounded()?;
+        let wasm = self.run(async {
+            pull.blob(&reference.repository, &layer.digest, layer.size as u64)
+                .await
+                .map_err(|e| self.pull_error(reference, format!("its blob {}", layer.digest), e))
+        })?;
         let wasm_digest = crate::sha256_digest(&wasm);
         if wasm_digest != layer.digest {
             return Err(OciError::DigestMismatch {
@@ -285,15 +258,20 @@ impl RegistryClient {
         }))
         .unwrap_or_default();
         let manifest_digest = crate::sha256_digest(&manifest);
-        self.run(reference, async {
+        self.run(async {
+            // Anonymous access needs no token; with credentials, the
+            // client logs in once for the repository.
             self.client
                 .store_auth_if_needed(&self.registry, &self.credentials.auth)
                 .await;
-            self.client.push_blob(&r, wasm, &wasm_digest).await?;
-            self.client.push_blob(&r, &config, &config_digest).await?;
-            self.client
-                .push_manifest_raw(&r, manifest, OCI_MANIFEST.parse().expect("a media type"))
-                .await
+            let pushed = async {
+                self.client.push_blob(&r, wasm, &wasm_digest).await?;
+                self.client.push_blob(&r, &config, &config_digest).await?;
+                self.client
+                    .push_manifest_raw(&r, manifest, OCI_MANIFEST.parse().expect("a media type"))
+                    .await
+            };
+            pushed.await.map_err(|e| self.error(reference, e))
         })?;
         Ok(Pushed {
             manifest: manifest_digest,
@@ -306,27 +284,20 @@ impl RegistryClient {
     /// [`OPERATION_TIMEOUT`], with the error turned into one a person can act on.
     fn run<T: Send>(
         &self,
-        reference: &OciReference,
-        operation: impl Future<Output = Result<T, OciDistributionError>> + Send,
+        operation: impl Future<Output = Result<T, OciError>> + Send,
     ) -> Result<T, OciError> {
         let outcome = std::thread::scope(|s| {
             s.spawn(|| {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| self.error(reference, OciDistributionError::IoError(e)))?;
+                    .map_err(|e| OciError::Registry {
+                        registry: self.registry.clone(),
+                        message: format!("no runtime for the registry client ({e})"),
+                    })?;
                 runtime.block_on(async {
-                    match tokio::time::timeout(OPERATION_TIMEOUT, async {
-                        // Anonymous access needs no token; with credentials,
-                        // the client logs in once for the repository.
-                        self.client
-                            .store_auth_if_needed(&self.registry, &self.credentials.auth)
-                            .await;
-                        operation.await
-                    })
-                    .await
-                    {
-                        Ok(result) => result.map_err(|e| self.error(reference, e)),
+                    match tokio::time::timeout(OPERATION_TIMEOUT, operation).await {
+                        Ok(result) => result,
                         Err(_) => Err(OciError::Unreachable {
                             registry: self.registry.clone(),
                             https: self.https,
@@ -345,17 +316,41 @@ impl RegistryClient {
         })
     }
 
-    fn error(&self, reference: &OciReference, e: OciDistributionError) -> OciError {
-        let registry = self.registry.clone();
-        let unauthorized = || OciError::Unauthorized {
-            registry: registry.clone(),
+    fn unauthorized(&self) -> OciError {
+        OciError::Unauthorized {
+            registry: self.registry.clone(),
             credentials: if self.credentials.source == "anonymous" {
                 "no".to_string()
             } else {
                 format!("the {}", self.credentials.source)
             },
             helper_skipped: self.credentials.helper_skipped,
-        };
+        }
+    }
+
+    /// A bounded read's failure, `what` being what was asked for.
+    fn pull_error(&self, reference: &OciReference, what: String, e: PullError) -> OciError {
+        match e {
+            PullError::Unreachable(reason) => OciError::Unreachable {
+                registry: self.registry.clone(),
+                https: self.https,
+                reason,
+            },
+            PullError::Unauthorized => self.unauthorized(),
+            PullError::NotFound => OciError::NotFound {
+                reference: reference.to_string(),
+                what,
+            },
+            other => OciError::Registry {
+                registry: self.registry.clone(),
+                message: other.to_string(),
+            },
+        }
+    }
+
+    fn error(&self, reference: &OciReference, e: OciDistributionError) -> OciError {
+        let registry = self.registry.clone();
+        let unauthorized = || self.unauthorized();
         let not_found = |what: String| OciError::NotFound {
             reference: reference.to_string(),
             what,
@@ -423,7 +418,7 @@ fn what_of(reference: &OciReference) -> String {
 
 /// reqwest's error, with its causes: "error sending request" alone hides
 /// "Connection refused".
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut parts = vec![e.to_string()];
     let mut source = e.source();
     while let Some(s) = source {
@@ -460,7 +455,6 @@ struct Descriptor {
 }
 
 struct WasmLayer {
-    media_type: String,
     digest: String,
     size: i64,
     title: Option<String>,
@@ -499,7 +493,6 @@ fn wasm_layer(raw: &[u8]) -> Result<WasmLayer, String> {
         ));
     }
     Ok(WasmLayer {
-        media_type: layer.media_type.clone(),
         digest: layer.digest.clone(),
         size: layer.size,
         title: layer

@@ -6,6 +6,7 @@
 //! is cached, which needs no network; else pulled from the registry, checked
 //! and cached. [`lockfile`] is `SUITE.lock`; [`client`] talks to registries.
 
+mod bounded_pull;
 pub mod cache;
 pub mod client;
 pub mod credentials;

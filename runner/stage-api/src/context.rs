@@ -68,11 +68,75 @@ pub struct CommandOutput {
     /// did start, in the clock of the host it ran on; `None` otherwise, or
     /// when the far side did not report it.
     pub started_at: Option<SystemTime>,
+    /// Set when stdout was longer than the stage reads back
+    /// ([`StageContext::limit_read_back`]): `stdout` holds its start.
+    pub stdout_cut: Option<CutOutput>,
 }
+
+/// A command's stdout that was longer than what was read of it back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CutOutput {
+    /// Bytes in the file.
+    pub bytes: u64,
+    /// Bytes read back.
+    pub read: u64,
+    /// The file, relative to the run folder (it keeps all of it).
+    pub file: String,
+}
+
+impl CutOutput {
+    /// Why a cut output is not parsed: names the command and the bound.
+    pub fn refusal(&self, command: &str) -> String {
+        format!(
+            "`{command}` printed {} bytes, more than the {} the runner reads back of a command: refused unparsed (all of it is in {})",
+            self.bytes,
+            if self.read >= 1 << 20 && self.read.is_multiple_of(1 << 20) {
+                format!("{} MiB", self.read >> 20)
+            } else {
+                format!("{} bytes", self.read)
+            },
+            self.file
+        )
+    }
+}
+
+/// A command's output file read back to be parsed whole, outside a stage
+/// (the runner's own `ceph` calls): at most [`DEFAULT_READ_BACK`] bytes,
+/// else an error naming `command` and the bound.
+pub fn read_output_whole(path: &Path, command: &str) -> Result<String, String> {
+    match read_back(path, Some(DEFAULT_READ_BACK), &path.display().to_string()) {
+        (text, None) => Ok(text),
+        (_, Some(cut)) => Err(cut.refusal(command)),
+    }
+}
+
+/// The first [`DEFAULT_READ_BACK`] bytes of a command's output file, for a
+/// caller that reads it line by line (a probe, a hook's report).
+pub fn read_output_start(path: &Path) -> String {
+    read_back(path, Some(DEFAULT_READ_BACK), &path.display().to_string()).0
+}
+
+/// What a stage reads back of a command's stdout and stderr unless it says
+/// otherwise: more than any Ceph CLI answer, tool report or log the native
+/// stages parse needs (`ceph pg ls-by-pool -f json` is ~2.5 KB a PG, so
+/// 32 MiB is a pool of ~13 000 PGs; a rados bench run prints ~100 B a
+/// second). A peer that prints hundreds of MB costs this, not all of it.
+pub const DEFAULT_READ_BACK: u64 = 32 << 20;
 
 impl CommandOutput {
     pub fn success(&self) -> bool {
         self.exit.success()
+    }
+
+    /// All of stdout, for a caller that parses it whole (a JSON document,
+    /// a tool's report): an error naming `command` and the bound when
+    /// stdout was longer than the stage reads back, rather than a parse
+    /// error on its cut start.
+    pub fn whole_stdout(&self, command: &str) -> Result<&str, StageError> {
+        match &self.stdout_cut {
+            None => Ok(&self.stdout),
+            Some(cut) => Err(StageError::failed(cut.refusal(command))),
+        }
     }
 
     /// The last lines of stderr (or stdout when stderr is empty), for errors.
@@ -113,7 +177,8 @@ pub struct StageContext<'a> {
     pub(crate) artifacts: Vec<Artifact>,
     pub(crate) redactor: &'a Redactor,
     /// Bytes of each output file read back into [`CommandOutput`]; `None`:
-    /// all of it (see [`limit_read_back`](StageContext::limit_read_back)).
+    /// all of it (see [`limit_read_back`](StageContext::limit_read_back));
+    /// [`DEFAULT_READ_BACK`] unless the stage says otherwise.
     pub(crate) read_back: Option<u64>,
     /// This host's place at the stage's start barrier (`sync_start`).
     pub(crate) start_seat: Option<StartSeat>,
@@ -169,7 +234,7 @@ impl<'a> StageContext<'a> {
             commands: Vec::new(),
             artifacts: Vec::new(),
             redactor: parts.redactor,
-            read_back: None,
+            read_back: Some(DEFAULT_READ_BACK),
             start_seat: None,
             synchronized_start: None,
             client: parts.client,
@@ -603,13 +668,15 @@ impl StageContext<'_> {
             }
         }
         let read = |p: &Path| read_back(p, self.read_back, &self.relative(p));
+        let (stdout, stdout_cut) = read(&finished.stdout_path);
         CommandOutput {
             exit: finished.exit,
-            stdout: read(&finished.stdout_path),
-            stderr: read(&finished.stderr_path),
+            stdout,
+            stderr: read(&finished.stderr_path).0,
             elapsed: finished.elapsed,
             cpu,
             started_at,
+            stdout_cut,
         }
     }
 
@@ -759,23 +826,32 @@ impl StageContext<'_> {
 }
 
 /// A command's output file as text: all of it, or its first `limit` bytes
-/// and a line saying how much more `shown` (its path in the run folder) holds.
-fn read_back(path: &Path, limit: Option<u64>, shown: &str) -> String {
+/// and a line saying how much more `shown` (its path in the run folder)
+/// holds, with what was cut.
+fn read_back(path: &Path, limit: Option<u64>, shown: &str) -> (String, Option<CutOutput>) {
     use std::io::Read;
     let Ok(file) = safe_fs::open_read(path) else {
-        return String::new();
+        return (String::new(), None);
     };
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut bytes = Vec::new();
-    let _ = file.take(limit.unwrap_or(u64::MAX)).read_to_end(&mut bytes);
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    if (bytes.len() as u64) < size {
+    let limit = limit.unwrap_or(u64::MAX);
+    let mut bytes = Vec::with_capacity(size.min(limit) as usize);
+    let _ = file.take(limit).read_to_end(&mut bytes);
+    // Valid UTF-8 (the usual case) becomes the String without a copy.
+    let mut text = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    if size > limit {
         text.push_str(&format!(
-            "\n[... output cut: the first {} of {size} bytes are shown; all of it is in {shown}]\n",
-            bytes.len()
+            "\n[... output cut: the first {limit} of {size} bytes are shown; all of it is in {shown}]\n"
         ));
+        let cut = CutOutput {
+            bytes: size,
+            read: limit,
+            file: shown.to_string(),
+        };
+        return (text, Some(cut));
     }
-    text
+    (text, None)
 }
 
 /// File-name-safe form of an id or label.
@@ -950,6 +1026,12 @@ mod tests {
             &out.stdout[1000..]
         );
         assert!(out.stdout.len() < 1200);
+        let e = out.whole_stdout("big").unwrap_err().to_string();
+        assert!(
+            e.contains("`big` printed 100000 bytes")
+                && e.contains("stages/read-back/01-big.stdout"),
+            "{e}"
+        );
     }
 
     fn seats(names: &[&str]) -> Vec<StartSeat> {

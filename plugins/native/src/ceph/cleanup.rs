@@ -207,7 +207,10 @@ fn list_objects(
 ) -> Result<Result<Option<Vec<String>>, String>, StageError> {
     Ok(
         match attempt(ctx, "rados-ls", "rados", &["-p", pool, "ls"], Some(pool))? {
-            Ok(out) => Ok(Some(out.stdout.lines().map(str::to_string).collect())),
+            Ok(out) => match out.whole_stdout(&format!("rados -p {pool} ls")) {
+                Ok(names) => Ok(Some(names.lines().map(str::to_string).collect())),
+                Err(e) => Err(e.to_string()),
+            },
             Err(e) if missing(&e) => Ok(None),
             Err(e) => Err(e),
         },

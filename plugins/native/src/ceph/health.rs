@@ -145,7 +145,7 @@ impl TypedStage for CephHealth {
         let (out, health) = loop {
             look += 1;
             let out = ctx.run_ok(&format!("ceph-health-detail-{look}"), &spec)?;
-            let health = ceph_health::parse(&out.stdout)
+            let health = ceph_health::parse(out.whole_stdout(&spec.display())?)
                 .map_err(|e| StageError::failed(format!("cannot read ceph health: {e}")))?;
             match failure(&health, config) {
                 None => break (out, health),

@@ -80,7 +80,7 @@ impl TypedStage for CephInfo {
             a.extend(["--format", "json"]);
             let spec = admin(&ctx.ceph, "ceph", &a);
             let out = ctx.run_ok(&name.replace(' ', "-"), &spec)?;
-            let value: Value = serde_json::from_str(out.stdout.trim())
+            let value: Value = serde_json::from_str(out.whole_stdout(&spec.display())?.trim())
                 .map_err(|e| StageError::failed(format!("`{name}` did not print JSON: {e}")))?;
             output.environment.insert((*name).to_string(), value);
         }

@@ -209,7 +209,7 @@ pub fn pool_names(ctx: &mut StageContext) -> Result<Vec<String>, StageError> {
         "ceph",
         &["osd", "pool", "ls", "--format", "json"],
     )?;
-    serde_json::from_str::<Vec<String>>(out.stdout.trim())
+    serde_json::from_str::<Vec<String>>(out.whole_stdout("ceph osd pool ls --format json")?.trim())
         .map_err(|e| StageError::failed(format!("unexpected `ceph osd pool ls` output: {e}")))
 }
 

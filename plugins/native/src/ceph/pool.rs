@@ -398,7 +398,7 @@ fn read_pool_map(ctx: &mut StageContext, pool: &str) -> Result<PoolMap, StageErr
         "ceph",
         &["osd", "dump", "--format", "json"],
     )?;
-    pool_map(&dump.stdout, pool).ok_or_else(|| {
+    pool_map(dump.whole_stdout("ceph osd dump --format json")?, pool).ok_or_else(|| {
         StageError::failed(format!(
             "pool `{pool}` is not in the OSD map (`ceph osd dump`)"
         ))
@@ -429,7 +429,10 @@ fn wait_active_clean(
             "ceph",
             &["pg", "ls-by-pool", pool, "--format", "json"],
         )?;
-        let pgs = pg_states(&out.stdout, &map);
+        let pgs = pg_states(
+            out.whole_stdout(&format!("ceph pg ls-by-pool {pool} --format json"))?,
+            &map,
+        );
         if pgs.is_ready(&map) {
             ctx.progress(&format!("{0}/{0} PGs active+clean", map.pg_num));
             return Ok(());

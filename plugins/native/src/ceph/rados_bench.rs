@@ -372,7 +372,7 @@ impl TypedStage for RadosBench {
                 stderr_tail: out.tail(),
             });
         }
-        let measurement = pipeline_parsers::rados_bench::parse(&out.stdout)
+        let measurement = pipeline_parsers::rados_bench::parse(out.whole_stdout(&spec.display())?)
             .map_err(|e| StageError::failed(format!("cannot read rados bench output: {e}")))?;
         Ok(StageOutput {
             metrics: adopt_all("rados-bench", METRICS, measurement.metrics)?,

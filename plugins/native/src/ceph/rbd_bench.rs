@@ -237,7 +237,8 @@ impl TypedStage for RbdBench {
         if !ctx.was_created(IMAGE, &image) {
             let ls = admin(&ctx.ceph, "rbd", &["ls", &config.pool, "--format", "json"]);
             let out = ctx.run_ok("rbd-ls", &ls)?;
-            let images: Vec<String> = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
+            let images: Vec<String> =
+                serde_json::from_str(out.whole_stdout(&ls.display())?.trim()).unwrap_or_default();
             if images.iter().any(|i| image.ends_with(&format!("/{i}"))) {
                 return Err(StageError::failed(format!(
                     "image `{image}` already exists and this run did not create it; it is left untouched. Choose another `image` name"
@@ -253,7 +254,7 @@ impl TypedStage for RbdBench {
             CommandSpec::new(bench_argv(config, &ctx.ceph)).timeout(config.command_timeout.0);
         spec.start_at = ctx.start_together()?;
         let out = ctx.run_ok("rbd-bench", &spec)?;
-        let measurement = pipeline_parsers::rbd_bench::parse(&out.stdout)
+        let measurement = pipeline_parsers::rbd_bench::parse(out.whole_stdout(&spec.display())?)
             .map_err(|e| StageError::failed(format!("cannot read rbd bench output: {e}")))?;
         let mut output = StageOutput {
             metrics: adopt_all("rbd-bench", METRICS, measurement.metrics)?,

@@ -489,7 +489,7 @@ fn measure(
         let found = if test.is_dd() {
             dd_metrics(&out.stderr)
         } else {
-            fio_metrics(test, &out.stdout)
+            fio_metrics(test, out.whole_stdout(&spec.display())?)
         }
         .map_err(|e| StageError::failed(format!("{name} on {target}: {e}")))?;
         measured.metrics.extend(

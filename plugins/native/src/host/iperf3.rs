@@ -380,7 +380,7 @@ fn client_run(
     let out = ctx.run_on(&link.client, &label, &spec)?;
     // -J: a refused connection is exit 0 with an `error` field; the parser
     // turns it into an error. A non-zero exit without JSON is an error too.
-    let measured = pipeline_parsers::iperf3::parse_json(&out.stdout);
+    let measured = pipeline_parsers::iperf3::parse_json(out.whole_stdout(&spec.display())?);
     let measurement = match measured {
         Ok(m) if out.success() => m,
         Ok(_) => return Err(command_error(&link.client, &spec, &out)),

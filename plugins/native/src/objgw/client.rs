@@ -19,7 +19,7 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::bounds;
+use super::{answers, bounds};
 
 /// Keys per ListObjectsV2 page (the S3 default, which the request leaves).
 pub const PAGE: usize = 1000;
@@ -287,10 +287,7 @@ impl S3Client {
             .unwrap_or_default();
         Err(OpError::Status {
             status,
-            code: xml_values(&body, "Code")
-                .into_iter()
-                .next()
-                .unwrap_or_default(),
+            code: answers::s3_error_code(&body),
         })
     }
 
@@ -353,8 +350,7 @@ impl S3Client {
             "the answer to CreateMultipartUpload",
         )
         .await?;
-        bounds::plain_xml(&created, "the answer to CreateMultipartUpload")?;
-        let Some(upload_id) = xml_values(&created, "UploadId").into_iter().next() else {
+        let Some(upload_id) = answers::s3_upload_id(&created)? else {
             return Err(OpError::Other(
                 "no UploadId in the answer to CreateMultipartUpload".into(),
             ));
@@ -432,8 +428,7 @@ impl S3Client {
             "the answer to CompleteMultipartUpload",
         )
         .await?;
-        bounds::plain_xml(&text, "the answer to CompleteMultipartUpload")?;
-        if let Some(code) = xml_values(&text, "Code").into_iter().next() {
+        if let Some(code) = answers::s3_complete_error(&text)? {
             return Err(OpError::Status { status: 200, code });
         }
         Ok(parts)
@@ -478,17 +473,8 @@ impl S3Client {
             &what,
         )
         .await?;
-        bounds::plain_xml(&body, &what)?;
-        let keys = xml_values(&body, "Key")
-            .into_iter()
-            .map(|k| xml_unescape(&k))
-            .collect();
-        let truncated =
-            xml_values(&body, "IsTruncated").first().map(String::as_str) == Some("true");
-        let next = xml_values(&body, "NextContinuationToken")
-            .into_iter()
-            .next();
-        Ok((keys, next.filter(|_| truncated)))
+        let page = answers::s3_listing(&body, &what)?;
+        Ok((page.keys, page.next))
     }
 
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), OpError> {
@@ -586,29 +572,6 @@ pub(super) fn encode_query(value: &str) -> String {
     encode_key(value).replace('/', "%2F")
 }
 
-/// The texts of every `<tag>…</tag>` in an S3 XML answer (flat tags only).
-fn xml_values(xml: &str, tag: &str) -> Vec<String> {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let mut values = Vec::new();
-    let mut rest = xml;
-    while let Some(start) = rest.find(&open) {
-        let after = &rest[start + open.len()..];
-        let Some(end) = after.find(&close) else { break };
-        values.push(after[..end].to_string());
-        rest = &after[end + close.len()..];
-    }
-    values
-}
-
-fn xml_unescape(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,15 +581,6 @@ mod tests {
         assert_eq!(encode_key("pl-x/00000001"), "pl-x/00000001");
         assert_eq!(encode_key("a b+c"), "a%20b%2Bc");
         assert_eq!(encode_query("pl-x/"), "pl-x%2F");
-    }
-
-    #[test]
-    fn xml_values_are_read_from_a_listing() {
-        let xml = "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>a&amp;b</Key></Contents>\
-                   <Contents><Key>c</Key></Contents><NextContinuationToken>t1</NextContinuationToken></ListBucketResult>";
-        assert_eq!(xml_values(xml, "Key"), vec!["a&amp;b", "c"]);
-        assert_eq!(xml_unescape("a&amp;b"), "a&b");
-        assert_eq!(xml_values(xml, "NextContinuationToken"), vec!["t1"]);
     }
 
     #[test]

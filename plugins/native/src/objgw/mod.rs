@@ -5,6 +5,7 @@
 //! in remote workers (`pipeline_stage_api::remote_worker`): `worker` is the
 //! kind of worker they are, `clients` what the runner adds for them.
 
+pub mod answers;
 pub mod bounds;
 pub mod client;
 pub mod clients;

@@ -288,15 +288,7 @@ impl SwiftClient {
             &format!("the gateway's listing of container `{container}`"),
         )
         .await?;
-        if body.trim().is_empty() {
-            return Ok(Vec::new());
-        }
-        let page: Vec<serde_json::Value> = serde_json::from_str(&body)
-            .map_err(|e| OpError::Other(format!("container listing: {e}")))?;
-        Ok(page
-            .iter()
-            .filter_map(|o| o.get("name").and_then(|n| n.as_str()).map(str::to_string))
-            .collect())
+        super::answers::swift_listing(&body)
     }
 
     pub async fn create_container(&self, container: &str) -> Result<(), OpError> {

@@ -158,4 +158,38 @@ mod tests {
             "{failed}"
         );
     }
+
+    /// What two real workers sent (multi_client's clients example against
+    /// the 16.2.15 sandbox): every line is the protocol, and each `done`
+    /// passes the checks a worker's figures pass.
+    #[test]
+    fn captured_worker_outputs_are_the_protocol_and_their_figures_pass() {
+        for name in ["s3-get-client1.jsonl", "swift-get-client1.jsonl"] {
+            let path = format!("{}/tests/data/worker/{name}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read(&path).unwrap();
+            let mut done = 0;
+            for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let message = protocol::decode::<super::super::load::Window>(line)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                if let FromWorker::Done {
+                    output,
+                    max_rss_kib,
+                    ..
+                } = message
+                {
+                    let stage = name.split("-client").next().unwrap();
+                    let problem = pipeline_stage_api::remote_worker::done_check::problem(
+                        stage,
+                        &super::super::load::metrics(),
+                        &output,
+                        max_rss_kib,
+                    );
+                    assert_eq!(problem, None, "{name}");
+                    assert!(!output.metrics.is_empty(), "{name}");
+                    done += 1;
+                }
+            }
+            assert_eq!(done, 1, "{name}");
+        }
+    }
 }

@@ -58,6 +58,11 @@ pub enum Body {
         chunk: Vec<u8>,
         total: u64,
     },
+    /// The same, sent chunked: no Content-Length announces how much.
+    Chunked {
+        chunk: Vec<u8>,
+        total: u64,
+    },
 }
 
 pub struct Response {
@@ -182,15 +187,15 @@ fn serve(conn: TcpStream, answer: &dyn Fn(&Request) -> Response, requests: &Atom
 }
 
 fn write_response(out: &mut TcpStream, request: &Request, r: Response) -> std::io::Result<()> {
-    let length = match &r.body {
-        Body::Bytes(b) => b.len() as u64,
-        Body::Repeat { total, .. } => *total,
-    };
     let mut head = format!("HTTP/1.1 {} Hostile\r\n", r.status);
     for (k, v) in &r.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str(&format!("Content-Length: {length}\r\n\r\n"));
+    match &r.body {
+        Body::Bytes(b) => head.push_str(&format!("Content-Length: {}\r\n\r\n", b.len())),
+        Body::Repeat { total, .. } => head.push_str(&format!("Content-Length: {total}\r\n\r\n")),
+        Body::Chunked { .. } => head.push_str("Transfer-Encoding: chunked\r\n\r\n"),
+    }
     out.write_all(head.as_bytes())?;
     if request.method == "HEAD" {
         return out.flush();
@@ -204,6 +209,17 @@ fn write_response(out: &mut TcpStream, request: &Request, r: Response) -> std::i
                 out.write_all(&chunk[..n])?;
                 left -= n as u64;
             }
+        }
+        Body::Chunked { chunk, total } => {
+            let mut left = total;
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                out.write_all(format!("{n:x}\r\n").as_bytes())?;
+                out.write_all(&chunk[..n])?;
+                out.write_all(b"\r\n")?;
+                left -= n as u64;
+            }
+            out.write_all(b"0\r\n\r\n")?;
         }
     }
     out.flush()

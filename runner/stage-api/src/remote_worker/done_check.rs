@@ -102,6 +102,14 @@ fn check(
                 n.len()
             ));
         }
+        // A note is prose for the report: lines and tabs, no escapes.
+        if n.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+            let cut: String = n.chars().take(40).collect();
+            return Err(format!(
+                "notes[{i}] `{}` holds control characters",
+                shown(&cut)
+            ));
+        }
     }
     Ok(())
 }
@@ -223,6 +231,15 @@ mod tests {
         noted.notes.push("x".repeat(400_000));
         let e = problem("s3-bench", &[OPS], &noted, 1).unwrap();
         assert_eq!(e, "notes[0] is 400000 bytes long (at most 4096)");
+        let mut escaped = output(1.0);
+        escaped
+            .notes
+            .push("two\nlines\tand \x1b]0;title\x07".into());
+        let e = problem("s3-bench", &[OPS], &escaped, 1).unwrap();
+        assert!(e.starts_with("notes[0] `two"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e}");
+        escaped.notes[0] = "two\nlines\tand no escape".into();
+        assert_eq!(problem("s3-bench", &[OPS], &escaped, 1), None);
         let mut labelled = output(1.0);
         labelled.metrics[0]
             .labels

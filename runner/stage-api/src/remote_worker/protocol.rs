@@ -20,6 +20,7 @@
 //! `failed`.
 
 use pipeline_model::{Histogram, Metric, Series};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// The version of this protocol; a peer of another version is refused.
@@ -128,6 +129,21 @@ pub struct WorkerOutput {
     pub histograms: Vec<Histogram>,
     pub series: Vec<Series>,
     pub notes: Vec<String>,
+}
+
+/// One line a worker sent (its newline included or not), read as the
+/// protocol; else why not, with the start of the line shown cleaned (the
+/// error reaches the terminal).
+pub fn decode<W: DeserializeOwned>(line: &[u8]) -> Result<FromWorker<W>, String> {
+    serde_json::from_slice::<FromWorker<W>>(line).map_err(|e| {
+        let shown: String = String::from_utf8_lossy(line)
+            .chars()
+            .take(120)
+            .filter(|c| !c.is_control())
+            .collect();
+        let reason: String = e.to_string().chars().filter(|c| !c.is_control()).collect();
+        format!("its worker sent a line that is not protocol {PROTOCOL} ({reason}): `{shown}`")
+    })
 }
 
 /// One line of the protocol: the message and a newline.

@@ -389,19 +389,7 @@ impl Stream {
         let mut out = Vec::new();
         while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
-            match serde_json::from_slice::<FromWorker<W>>(&line) {
-                Ok(m) => out.push(m),
-                Err(e) => {
-                    let shown: String = String::from_utf8_lossy(&line)
-                        .chars()
-                        .take(120)
-                        .filter(|c| !c.is_control())
-                        .collect();
-                    return Err(format!(
-                        "its worker sent a line that is not protocol {PROTOCOL} ({e}): `{shown}`"
-                    ));
-                }
-            }
+            out.push(protocol::decode::<W>(&line)?);
         }
         if self.partial.len() > protocol::MAX_LINE {
             return Err(format!(
