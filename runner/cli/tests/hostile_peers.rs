@@ -131,7 +131,17 @@ struct Outcome {
     run_dir: std::path::PathBuf,
 }
 
+/// `pipeline run FILE` against the S3 gateway `peer`.
 fn run(peer: &HostilePeer, file: &std::path::Path) -> Outcome {
+    run_with(file, |cmd| {
+        cmd.env("AWS_ENDPOINT_URL", peer.url())
+            .env("AWS_ACCESS_KEY_ID", "hostile")
+            .env("AWS_SECRET_ACCESS_KEY", "hostile-secret");
+    })
+}
+
+/// `pipeline run FILE` (into `run/` beside it), its environment set by `env`.
+fn run_with(file: &std::path::Path, env: impl FnOnce(&mut std::process::Command)) -> Outcome {
     let run_dir = file.parent().unwrap().join("run");
     let mut cmd = common::pipeline_command(&[
         "run",
@@ -139,10 +149,8 @@ fn run(peer: &HostilePeer, file: &std::path::Path) -> Outcome {
         "--out",
         run_dir.to_str().unwrap(),
     ]);
-    cmd.env("AWS_ENDPOINT_URL", peer.url())
-        .env("AWS_ACCESS_KEY_ID", "hostile")
-        .env("AWS_SECRET_ACCESS_KEY", "hostile-secret")
-        .env_remove("CEPH_CONF");
+    cmd.env_remove("CEPH_CONF");
+    env(&mut cmd);
     let (code, elapsed, peak_kib, output) = run_measured(cmd);
     let results = serde_json::from_str(
         &std::fs::read_to_string(run_dir.join("results.json"))
@@ -302,22 +310,19 @@ fn a_storage_url_on_another_host_is_refused_and_gets_no_token() {
         "name: hostile-swift-auth\ncluster: {watch: false}\ninventory: {watch: false}\nstages:\n  - id: s3\n    uses: swift-bench\n    timeout: 30s\n    with:\n      workload: put\n      object_size: 4K\n      duration: 1s\n",
     )
     .unwrap();
-    let run_dir = dir.join("run");
-    let mut cmd = common::pipeline_command(&[
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        run_dir.to_str().unwrap(),
-    ]);
-    cmd.env("ST_AUTH", format!("{}/auth/1.0", auth.url()))
-        .env("ST_USER", "test:tester")
-        .env("ST_KEY", "hostile-key")
-        .env_remove("CEPH_CONF");
-    let (code, elapsed, peak_kib, output) = run_measured(cmd);
+    let Outcome {
+        code,
+        elapsed,
+        peak_kib,
+        output,
+        results,
+        ..
+    } = run_with(&file, |cmd| {
+        cmd.env("ST_AUTH", format!("{}/auth/1.0", auth.url()))
+            .env("ST_USER", "test:tester")
+            .env("ST_KEY", "hostile-key");
+    });
     assert_eq!(code, Some(1), "{output}");
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
-            .unwrap();
     let error = common::stage(&results, "s3")["error"]
         .as_str()
         .unwrap()
@@ -727,25 +732,18 @@ fn a_ceph_answer_of_300_mb_is_refused_at_the_read_back_bound() {
         "name: hostile-ceph\ncluster: {watch: false}\ninventory: {watch: false}\nstages:\n  - id: health\n    uses: ceph-health\n    timeout: 60s\n",
     )
     .unwrap();
-    let run_dir = dir.join("run");
-    let mut cmd = common::pipeline_command(&[
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        run_dir.to_str().unwrap(),
-    ]);
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    cmd.env("PATH", path).env_remove("CEPH_CONF");
-    let (code, elapsed, peak_kib, output) = run_measured(cmd);
+    let o = run_with(&file, |cmd| {
+        cmd.env("PATH", path);
+    });
+    let (code, elapsed, peak_kib, output, run_dir) =
+        (o.code, o.elapsed, o.peak_kib, &o.output, &o.run_dir);
     assert_eq!(code, Some(1), "{output}");
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
-            .unwrap();
-    let stage = common::stage(&results, "health");
+    let stage = common::stage(&o.results, "health");
     assert_eq!(stage["status"], "failed", "{stage:#}");
     let message = stage["error"].as_str().unwrap_or_default();
     assert!(
@@ -757,7 +755,7 @@ fn a_ceph_answer_of_300_mb_is_refused_at_the_read_back_bound() {
     let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
     let results = std::fs::read_to_string(run_dir.join("results.json")).unwrap();
     for (what, text) in [
-        ("terminal", &output),
+        ("terminal", output),
         ("report", &report),
         ("results", &results),
     ] {
@@ -771,7 +769,7 @@ fn a_ceph_answer_of_300_mb_is_refused_at_the_read_back_bound() {
         elapsed.as_secs_f64(),
         peak_kib / 1024
     );
-    // The 300 MB stay in the run folder, as the message says; not on this disk.
+    // The 300 MB stay in the run folder, as the message says; the test frees the disk.
     let _ = std::fs::remove_dir_all(&dir);
 }
 
