@@ -45,6 +45,8 @@ enum Listing {
     Doctype,
     /// A 300 MB page.
     Huge,
+    /// A page behind a header section of 1 MiB.
+    HugeHeader,
 }
 
 /// A gateway that takes every PUT and DELETE and lists as `listing` says;
@@ -97,6 +99,10 @@ fn list(listing: Listing, prefix: &str, page: u64) -> Response {
             "<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY a \"{}\">]><ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>{prefix}&a;</Key></Contents></ListBucketResult>",
             "a".repeat(100)
         )),
+        Listing::HugeHeader => Response::ok(format!(
+            "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>{prefix}1</Key></Contents></ListBucketResult>"
+        ))
+        .header("X-Hostile", "h".repeat(1 << 20)),
         Listing::Huge => Response {
             status: 200,
             headers: Vec::new(),
@@ -278,6 +284,17 @@ fn a_doctype_is_refused_never_expanded() {
         "doctype",
         &o,
         "holds a DOCTYPE or ENTITY declaration: refused",
+        Duration::from_secs(30),
+    );
+}
+
+fn a_header_section_of_1_mib_is_refused() {
+    let (peer, _) = gateway(Listing::HugeHeader);
+    let o = run(&peer, &suite("huge-header", "60s"));
+    assert_bounded(
+        "huge-header",
+        &o,
+        "its header section was longer than the 417792 bytes the runner reads of one",
         Duration::from_secs(30),
     );
 }
@@ -538,6 +555,8 @@ enum Registry {
     ErrorFlood,
     /// A plugin manifest whose 1000-byte layer's blob goes on for 300 MB.
     LongerBlob,
+    /// A header section of 1 MiB.
+    HugeHeader,
     /// Not hostile: a Bearer challenge, a token, and no such tag (the
     /// token flow works, and the token goes where the challenge said).
     BearerNoSuchTag,
@@ -590,6 +609,9 @@ fn registry(how: Registry) -> HostilePeer {
                 format!("Bearer realm=\"http://{host}/token\",service=\"hostile\""),
             ),
             (Registry::TokenFlood, _) => Response::ok("{}"),
+            (Registry::HugeHeader, _) => {
+                Response::ok("{}").header("X-Hostile", "h".repeat(1 << 20))
+            }
             (Registry::BearerNoSuchTag, "/token")
                 if r.query("scope").as_deref() == Some("repository:evil/plugin:pull") =>
             {
@@ -661,6 +683,10 @@ fn a_registry_that_sends_too_much_is_cut_at_each_bound() {
         (
             Registry::ErrorFlood,
             "the request was answered with HTTP 500: [2J]0;ownedboom [2J]0;ownedboom",
+        ),
+        (
+            Registry::HugeHeader,
+            "the header section is longer than the 417792 bytes the runner reads of one",
         ),
         (
             Registry::LongerBlob,
@@ -794,6 +820,11 @@ fn main() {
             "a_doctype_is_refused_never_expanded",
             &[],
             a_doctype_is_refused_never_expanded,
+        ),
+        live(
+            "a_header_section_of_1_mib_is_refused",
+            &[],
+            a_header_section_of_1_mib_is_refused,
         ),
         live(
             "a_huge_listing_page_is_refused_at_its_bound",

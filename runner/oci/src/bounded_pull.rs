@@ -308,8 +308,20 @@ fn challenge_param(params: &str, name: &str) -> Option<String> {
     None
 }
 
+/// hyper's read buffer for a response's head (its `DEFAULT_MAX_BUFFER_SIZE`,
+/// which reqwest keeps): a longer header section is refused.
+const MAX_HEADER_BYTES: u64 = 8192 + 4096 * 100;
+
 fn unreachable(e: reqwest::Error) -> PullError {
-    PullError::Unreachable(crate::client::error_chain(&e))
+    let chain = crate::client::error_chain(&e);
+    if chain.contains("message head is too large") {
+        return PullError::TooLong {
+            what: "header section",
+            limit: MAX_HEADER_BYTES,
+            found: "hyper: message head is too large".into(),
+        };
+    }
+    PullError::Unreachable(chain)
 }
 
 /// A body read chunk by chunk, refused as soon as it passes `limit`.

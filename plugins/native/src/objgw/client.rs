@@ -93,7 +93,14 @@ impl OpError {
             }
             source = err.source();
         }
-        OpError::Other(error_chain(e))
+        let chain = error_chain(e);
+        if chain.contains("message head is too large") {
+            // hyper's bound on a response head (its DEFAULT_MAX_BUFFER_SIZE).
+            return OpError::Other(format!(
+                "{chain} (its header section was longer than the 417792 bytes the runner reads of one)"
+            ));
+        }
+        OpError::Other(chain)
     }
 }
 
