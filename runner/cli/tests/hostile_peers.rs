@@ -737,6 +737,79 @@ fn a_registry_that_sends_too_much_is_cut_at_each_bound() {
     }
 }
 
+/// A push to a registry that sends the upload elsewhere, or floods its
+/// error: the plugin's bytes go nowhere but the registry, the error is
+/// bounded and clean.
+fn a_registry_that_misbehaves_on_a_push_gets_nothing_it_should_not() {
+    let wasm = common::root().join("runner/wasm/tests/fixtures/testkit-0.1.0.wasm");
+    let elsewhere = HostilePeer::start(|_| Response::status(201));
+    for (case, error) in [
+        ("upload-elsewhere", "its upload Location"),
+        (
+            "upload-flood",
+            "the blob upload was answered with HTTP 500: [2J]0;ownedboom",
+        ),
+    ] {
+        let redirect = format!(
+            "http://127.0.0.2:{}/v2/evil/plugin/blobs/uploads/u1",
+            elsewhere.port
+        );
+        let peer = HostilePeer::start(move |r: &Request| match (r.method.as_str(), r.path()) {
+            ("GET", "/v2/") => Response::ok("{}"),
+            ("HEAD", _) => Response::status(404),
+            ("POST", _) if case == "upload-elsewhere" => {
+                Response::status(202).header("Location", redirect.clone())
+            }
+            ("POST", _) => response_500_flood(),
+            _ => Response::status(201),
+        });
+        let dir = common::temp_dir(&format!("hostile-push-{case}"));
+        let mut cmd = common::pipeline_command(&[
+            "plugins",
+            "push",
+            wasm.to_str().unwrap(),
+            &format!("oci://127.0.0.1:{}/evil/plugin:1.0", peer.port),
+        ]);
+        cmd.env("PIPELINE_CACHE_DIR", dir.join("cache"))
+            .env("DOCKER_CONFIG", dir.join("docker"));
+        let (code, elapsed, peak_kib, output) = run_measured(cmd);
+        assert_eq!(code, Some(1), "{case}: {output}");
+        assert!(output.contains(error), "{case}: {output}");
+        assert!(
+            elapsed < Duration::from_secs(30),
+            "{case}: took {elapsed:?}"
+        );
+        assert!(
+            peak_kib < MEMORY_LIMIT_KIB,
+            "{case}: peak memory {peak_kib} KiB"
+        );
+        assert!(
+            !output.contains('\x1b') && !output.contains('\x07') && output.len() < 4096,
+            "{case}: the registry's bytes reached the terminal: {output:?}"
+        );
+        eprintln!(
+            "push {case}: {:.1} s, peak {} MiB: {}",
+            elapsed.as_secs_f64(),
+            peak_kib / 1024,
+            output.trim()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert_eq!(
+        elsewhere.requests.load(Ordering::Relaxed),
+        0,
+        "the plugin went to another host than the registry"
+    );
+}
+
+fn response_500_flood() -> Response {
+    Response {
+        status: 500,
+        headers: Vec::new(),
+        body: flood("\x1b[2J\x1b]0;owned\x07boom ", true),
+    }
+}
+
 /// A `ceph` first in PATH that answers `health detail` with 300 MB of
 /// blanks before its `{}`: the stage refuses it at the read-back bound,
 /// naming the command, instead of holding 300 MB to parse it.
@@ -840,6 +913,11 @@ fn main() {
             "a_registry_that_sends_too_much_is_cut_at_each_bound",
             &[],
             a_registry_that_sends_too_much_is_cut_at_each_bound,
+        ),
+        live(
+            "a_registry_that_misbehaves_on_a_push_gets_nothing_it_should_not",
+            &[],
+            a_registry_that_misbehaves_on_a_push_gets_nothing_it_should_not,
         ),
         live(
             "a_ceph_answer_of_300_mb_is_refused_at_the_read_back_bound",

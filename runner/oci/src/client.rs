@@ -1,7 +1,7 @@
 //! Talking to a registry: resolve a tag, pull a plugin (manifest checked to
-//! be a WASM component, bytes checked against their digest), both read under
-//! bounds by [`crate::bounded_pull`]; push one, through the `oci-client`
-//! crate, in the wasm OCI layout wkg, Spin and wasmCloud use.
+//! be a WASM component, bytes checked against their digest), push one in the
+//! wasm OCI layout wkg, Spin and wasmCloud use; the HTTP under bounds is
+//! [`crate::registry_http`].
 //!
 //! Plain HTTP only for loopback registries and the ones listed in
 //! `PIPELINE_REGISTRY_INSECURE` (comma-separated `host[:port]`); HTTPS otherwise.
@@ -11,14 +11,12 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
 use serde::Deserialize;
 
-use crate::bounded_pull::{BoundedPull, PullError};
 use crate::credentials::{self, Credentials};
 use crate::error::OciError;
 use crate::reference::{OciReference, host_of};
+use crate::registry_http::{HttpError, RegistryHttp};
 
 /// The wasm OCI layout (CNCF TAG Runtime's "Wasm OCI Artifact layout").
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -67,10 +65,8 @@ pub struct RegistryClient {
     registry: String,
     /// Decided once from the registry and PIPELINE_REGISTRY_INSECURE.
     https: bool,
-    /// Pushes.
-    client: oci_client::Client,
-    /// Resolves and pulls; an error if its HTTP client could not be built.
-    pull: Result<BoundedPull, String>,
+    /// An error if its HTTP client could not be built.
+    http: Result<RegistryHttp, String>,
     credentials: Credentials,
 }
 
@@ -89,25 +85,11 @@ pub fn plain_http_allowed(registry: &str, env: &dyn Fn(&str) -> Option<String>) 
 impl RegistryClient {
     pub fn new(registry: &str, env: &dyn Fn(&str) -> Option<String>) -> Self {
         let https = !plain_http_allowed(registry, env);
-        let protocol = if !https {
-            ClientProtocol::HttpsExcept(vec![registry.to_string()])
-        } else {
-            ClientProtocol::Https
-        };
-        let config = ClientConfig {
-            protocol,
-            connect_timeout: Some(Duration::from_secs(5)),
-            read_timeout: Some(Duration::from_secs(30)),
-            platform_resolver: None,
-            user_agent: concat!("pipeline/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        };
         let credentials = credentials::for_registry(registry, env);
         RegistryClient {
             registry: registry.to_string(),
             https,
-            client: oci_client::Client::new(config),
-            pull: BoundedPull::new(registry, https, credentials.auth.clone(), env)
+            http: RegistryHttp::new(registry, https, credentials.auth.clone(), env)
                 .map_err(|e| e.to_string()),
             credentials,
         }
@@ -130,12 +112,12 @@ impl RegistryClient {
         self.run(async {
             pull.manifest(&reference.repository, &named)
                 .await
-                .map_err(|e| self.pull_error(reference, what_of(reference), e))
+                .map_err(|e| self.http_error(reference, what_of(reference), e))
         })
     }
 
-    fn bounded(&self) -> Result<&BoundedPull, OciError> {
-        self.pull.as_ref().map_err(|e| OciError::Unreachable {
+    fn bounded(&self) -> Result<&RegistryHttp, OciError> {
+        self.http.as_ref().map_err(|e| OciError::Unreachable {
             registry: self.registry.clone(),
             https: self.https,
             reason: format!("no HTTP client ({e})"),
@@ -187,7 +169,7 @@ impl RegistryClient {
         let wasm = self.run(async {
             pull.blob(&reference.repository, &layer.digest, layer.size as u64)
                 .await
-                .map_err(|e| self.pull_error(reference, format!("its blob {}", layer.digest), e))
+                .map_err(|e| self.http_error(reference, format!("its blob {}", layer.digest), e))
         })?;
         let wasm_digest = crate::sha256_digest(&wasm);
         if wasm_digest != layer.digest {
@@ -214,7 +196,6 @@ impl RegistryClient {
         wasm: &[u8],
         info: &PushInfo,
     ) -> Result<Pushed, OciError> {
-        let r = reference.to_client();
         let wasm_digest = crate::sha256_digest(wasm);
         let created = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let config = serde_json::to_vec(&serde_json::json!({
@@ -258,20 +239,21 @@ impl RegistryClient {
         }))
         .unwrap_or_default();
         let manifest_digest = crate::sha256_digest(&manifest);
+        let http = self.bounded()?;
+        let named = reference
+            .tag
+            .clone()
+            .unwrap_or_else(|| manifest_digest.clone());
         self.run(async {
-            // Anonymous access needs no token; with credentials, the
-            // client logs in once for the repository.
-            self.client
-                .store_auth_if_needed(&self.registry, &self.credentials.auth)
-                .await;
-            let pushed = async {
-                self.client.push_blob(&r, wasm, &wasm_digest).await?;
-                self.client.push_blob(&r, &config, &config_digest).await?;
-                self.client
-                    .push_manifest_raw(&r, manifest, OCI_MANIFEST.parse().expect("a media type"))
-                    .await
-            };
-            pushed.await.map_err(|e| self.error(reference, e))
+            http.push(
+                &reference.repository,
+                &named,
+                &[(&wasm_digest, wasm), (&config_digest, &config)],
+                &manifest,
+                OCI_MANIFEST,
+            )
+            .await
+            .map_err(|e| self.http_error(reference, what_of(reference), e))
         })?;
         Ok(Pushed {
             manifest: manifest_digest,
@@ -329,79 +311,20 @@ impl RegistryClient {
     }
 
     /// A bounded read's failure, `what` being what was asked for.
-    fn pull_error(&self, reference: &OciReference, what: String, e: PullError) -> OciError {
+    fn http_error(&self, reference: &OciReference, what: String, e: HttpError) -> OciError {
         match e {
-            PullError::Unreachable(reason) => OciError::Unreachable {
+            HttpError::Unreachable(reason) => OciError::Unreachable {
                 registry: self.registry.clone(),
                 https: self.https,
                 reason,
             },
-            PullError::Unauthorized => self.unauthorized(),
-            PullError::NotFound => OciError::NotFound {
+            HttpError::Unauthorized => self.unauthorized(),
+            HttpError::NotFound => OciError::NotFound {
                 reference: reference.to_string(),
                 what,
             },
             other => OciError::Registry {
                 registry: self.registry.clone(),
-                message: other.to_string(),
-            },
-        }
-    }
-
-    fn error(&self, reference: &OciReference, e: OciDistributionError) -> OciError {
-        let registry = self.registry.clone();
-        let unauthorized = || self.unauthorized();
-        let not_found = |what: String| OciError::NotFound {
-            reference: reference.to_string(),
-            what,
-        };
-        match e {
-            OciDistributionError::RequestError(e) => OciError::Unreachable {
-                registry,
-                https: self.https,
-                reason: error_chain(&e),
-            },
-            OciDistributionError::UnauthorizedError { .. }
-            | OciDistributionError::AuthenticationFailure(_) => unauthorized(),
-            OciDistributionError::ServerError { code: 401, .. } => unauthorized(),
-            OciDistributionError::ServerError { code: 404, .. }
-            | OciDistributionError::ImageManifestNotFoundError(_) => not_found(what_of(reference)),
-            OciDistributionError::RegistryError { envelope, .. } => {
-                let code = |c: &OciErrorCode| {
-                    matches!(
-                        c,
-                        OciErrorCode::ManifestUnknown
-                            | OciErrorCode::NameUnknown
-                            | OciErrorCode::BlobUnknown
-                            | OciErrorCode::NotFound
-                    )
-                };
-                if envelope.errors.iter().any(|e| code(&e.code)) {
-                    not_found(what_of(reference))
-                } else if envelope
-                    .errors
-                    .iter()
-                    .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied))
-                {
-                    unauthorized()
-                } else {
-                    OciError::Registry {
-                        registry,
-                        message: envelope
-                            .errors
-                            .iter()
-                            .map(|e| format!("{:?}: {}", e.code, e.message))
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    }
-                }
-            }
-            OciDistributionError::DigestError(d) => OciError::Registry {
-                registry,
-                message: format!("digest check failed: {d}"),
-            },
-            other => OciError::Registry {
-                registry,
                 message: other.to_string(),
             },
         }

@@ -11,7 +11,14 @@
 use std::path::PathBuf;
 
 use base64::Engine as _;
-use oci_client::secrets::RegistryAuth;
+
+/// What a registry is asked with.
+#[derive(Clone)]
+pub enum RegistryAuth {
+    Anonymous,
+    /// User and password (sent as Basic, or to a Bearer token realm).
+    Basic(String, String),
+}
 
 pub struct Credentials {
     pub auth: RegistryAuth,

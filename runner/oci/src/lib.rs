@@ -6,13 +6,13 @@
 //! is cached, which needs no network; else pulled from the registry, checked
 //! and cached. [`lockfile`] is `SUITE.lock`; [`client`] talks to registries.
 
-mod bounded_pull;
 pub mod cache;
 pub mod client;
 pub mod credentials;
 pub mod error;
 pub mod lockfile;
 pub mod reference;
+mod registry_http;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -133,27 +133,6 @@ impl OciReference {
         }
         s
     }
-
-    pub(crate) fn to_client(&self) -> oci_client::Reference {
-        match (&self.tag, &self.digest) {
-            (Some(t), Some(d)) => oci_client::Reference::with_tag_and_digest(
-                self.registry.clone(),
-                self.repository.clone(),
-                t.clone(),
-                d.clone(),
-            ),
-            (_, Some(d)) => oci_client::Reference::with_digest(
-                self.registry.clone(),
-                self.repository.clone(),
-                d.clone(),
-            ),
-            (t, None) => oci_client::Reference::with_tag(
-                self.registry.clone(),
-                self.repository.clone(),
-                t.clone().unwrap_or_default(),
-            ),
-        }
-    }
 }
 
 impl fmt::Display for OciReference {

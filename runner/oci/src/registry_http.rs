@@ -1,25 +1,26 @@
-//! Reading a plugin from a registry under bounds: its manifest (4 MiB), its
-//! blob (the size the manifest declares, at most 64 MiB), a token answer and
-//! an error body (64 KiB each). Every body is read chunk by chunk and the
-//! read stops at its bound; a Content-Length beyond it is refused unread.
+//! The registry's HTTP API (OCI distribution spec), under bounds: a
+//! manifest is read up to 4 MiB, a blob up to the size its manifest declares
+//! (at most 64 MiB), a token answer and an error body up to 64 KiB each.
+//! Every body is read chunk by chunk and the read stops at its bound; a
+//! Content-Length beyond it is refused unread; hyper refuses a header
+//! section over 408 KiB.
 //!
-//! Why not oci-client here: 0.15 reads a manifest (`pull_manifest_raw`), a
-//! token answer and every error body whole into memory before anything can
-//! look at its size, so a registry that answers with 300 MB took the runner
-//! to 300 MB. Pushes still go through oci-client: they talk to a registry
-//! the user publishes to, and its answers there are short status lines.
+//! Why not oci-client (our registry client until now): 0.15 reads a
+//! manifest (`pull_manifest_raw`), a token answer and every error body whole
+//! into memory before anything can look at its size (README, Choices).
 //!
-//! Authentication follows the distribution spec: the request goes without
-//! credentials (or with a token already got for this registry); on a 401,
-//! the `WWW-Authenticate` challenge says Basic (the credentials are sent to
-//! the registry itself) or Bearer (a token is asked of the realm, with the
-//! credentials, for `repository:NAME:pull`, and the request is sent again).
+//! Authentication follows the spec: a pull goes without credentials (or
+//! with a token already got); on a 401 the `WWW-Authenticate` challenge says
+//! Basic (the credentials go to the registry itself) or Bearer (a token is
+//! asked of the realm, with the credentials, for `repository:NAME:pull`, and
+//! the request is sent again). A push asks `/v2/` first and gets a token for
+//! `pull,push` before it sends a byte of the plugin.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::credentials::RegistryAuth;
 use base64::Engine as _;
-use oci_client::secrets::RegistryAuth;
 
 use crate::client::plain_http_allowed;
 
@@ -33,9 +34,9 @@ const MAX_ERROR_BYTES: u64 = 64 * 1024;
 /// How much of an error body a message quotes.
 const QUOTED_ERROR_CHARS: usize = 300;
 
-/// What went wrong reading from the registry, before it becomes an [`crate::OciError`].
+/// What went wrong talking to the registry, before it becomes an [`crate::OciError`].
 #[derive(Debug)]
-pub(crate) enum PullError {
+pub(crate) enum HttpError {
     /// No connection, or it broke.
     Unreachable(String),
     Unauthorized,
@@ -56,29 +57,29 @@ pub(crate) enum PullError {
     Refused(String),
 }
 
-impl std::fmt::Display for PullError {
+impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PullError::Unreachable(reason) => write!(f, "unreachable: {reason}"),
-            PullError::Unauthorized => write!(f, "401 Unauthorized"),
-            PullError::NotFound => write!(f, "404 Not Found"),
-            PullError::TooLong { what, limit, found } => write!(
+            HttpError::Unreachable(reason) => write!(f, "unreachable: {reason}"),
+            HttpError::Unauthorized => write!(f, "401 Unauthorized"),
+            HttpError::NotFound => write!(f, "404 Not Found"),
+            HttpError::TooLong { what, limit, found } => write!(
                 f,
                 "the {what} is longer than the {limit} bytes the runner reads of one ({found}); refused"
             ),
-            PullError::Status { what, status, body } => {
+            HttpError::Status { what, status, body } => {
                 write!(f, "the {what} was answered with HTTP {status}")?;
                 if !body.is_empty() {
                     write!(f, ": {body}")?;
                 }
                 Ok(())
             }
-            PullError::Refused(why) => write!(f, "{why}"),
+            HttpError::Refused(why) => write!(f, "{why}"),
         }
     }
 }
 
-pub(crate) struct BoundedPull {
+pub(crate) struct RegistryHttp {
     http: reqwest::Client,
     /// `http://host:port` or `https://host:port`.
     base: String,
@@ -89,13 +90,13 @@ pub(crate) struct BoundedPull {
     insecure: Option<String>,
 }
 
-impl BoundedPull {
+impl RegistryHttp {
     pub(crate) fn new(
         registry: &str,
         https: bool,
         auth: RegistryAuth,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, PullError> {
+    ) -> Result<Self, HttpError> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .read_timeout(Duration::from_secs(30))
@@ -104,14 +105,11 @@ impl BoundedPull {
             .redirect(reqwest::redirect::Policy::limited(5))
             .user_agent(concat!("pipeline/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| PullError::Unreachable(e.to_string()))?;
-        Ok(BoundedPull {
+            .map_err(|e| HttpError::Unreachable(e.to_string()))?;
+        Ok(RegistryHttp {
             http,
             base: format!("{}://{registry}", if https { "https" } else { "http" }),
-            authorization: Mutex::new(match &auth {
-                RegistryAuth::Bearer(token) => Some(format!("Bearer {token}")),
-                _ => None,
-            }),
+            authorization: Mutex::new(None),
             auth,
             insecure: env("PIPELINE_REGISTRY_INSECURE"),
         })
@@ -122,7 +120,7 @@ impl BoundedPull {
         &self,
         repository: &str,
         reference: &str,
-    ) -> Result<Vec<u8>, PullError> {
+    ) -> Result<Vec<u8>, HttpError> {
         let url = format!("{}/v2/{repository}/manifests/{reference}", self.base);
         let response = self.get(&url, repository, Some(MANIFEST_ACCEPT)).await?;
         read_bounded(response, "manifest", MAX_MANIFEST_BYTES).await
@@ -134,12 +132,12 @@ impl BoundedPull {
         repository: &str,
         digest: &str,
         size: u64,
-    ) -> Result<Vec<u8>, PullError> {
+    ) -> Result<Vec<u8>, HttpError> {
         let url = format!("{}/v2/{repository}/blobs/{digest}", self.base);
         let response = self.get(&url, repository, None).await?;
         let bytes = read_bounded(response, "plugin blob", size).await?;
         if (bytes.len() as u64) < size {
-            return Err(PullError::Status {
+            return Err(HttpError::Status {
                 what: "plugin blob",
                 status: 200,
                 body: format!("it ended after {} of its {size} bytes", bytes.len()),
@@ -154,7 +152,7 @@ impl BoundedPull {
         url: &str,
         repository: &str,
         accept: Option<&str>,
-    ) -> Result<reqwest::Response, PullError> {
+    ) -> Result<reqwest::Response, HttpError> {
         let send = |authorization: Option<String>| {
             let mut request = self.http.get(url);
             if let Some(a) = accept {
@@ -165,53 +163,155 @@ impl BoundedPull {
             }
             request.send()
         };
-        let current = self.authorization.lock().ok().and_then(|a| a.clone());
+        let current = self.current_authorization();
         let had_authorization = current.is_some();
         let mut response = send(current).await.map_err(unreachable)?;
         if response.status() == reqwest::StatusCode::UNAUTHORIZED && !had_authorization {
-            let challenge = response
-                .headers()
-                .get(reqwest::header::WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            let authorization = self.answer(&challenge, repository).await?;
-            if let Ok(mut a) = self.authorization.lock() {
-                *a = Some(authorization.clone());
-            }
+            let authorization = self
+                .answer(&challenge(&response), repository, "pull")
+                .await?;
+            self.set_authorization(Some(authorization.clone()));
             response = send(Some(authorization)).await.map_err(unreachable)?;
         }
-        let status = response.status().as_u16();
-        match status {
-            200 => Ok(response),
-            401 | 403 => Err(PullError::Unauthorized),
-            404 => Err(PullError::NotFound),
-            _ => Err(PullError::Status {
-                what: "request",
-                status,
-                body: error_text(response).await,
-            }),
+        expect(response, "request", 200).await
+    }
+
+    fn current_authorization(&self) -> Option<String> {
+        self.authorization.lock().ok().and_then(|a| a.clone())
+    }
+
+    fn set_authorization(&self, authorization: Option<String>) {
+        if let Ok(mut a) = self.authorization.lock() {
+            *a = authorization;
         }
     }
 
+    /// Pushes a plugin: its blobs (each skipped when the registry has it),
+    /// then its manifest under `reference` (a tag).
+    pub(crate) async fn push(
+        &self,
+        repository: &str,
+        reference: &str,
+        blobs: &[(&str, &[u8])],
+        manifest: &[u8],
+        manifest_type: &str,
+    ) -> Result<(), HttpError> {
+        self.authorize_push(repository).await?;
+        for (digest, bytes) in blobs {
+            let url = format!("{}/v2/{repository}/blobs/{digest}", self.base);
+            let has = self
+                .request(reqwest::Method::HEAD, &url)
+                .send()
+                .await
+                .map_err(unreachable)?;
+            if has.status() == reqwest::StatusCode::OK {
+                continue;
+            }
+            let start = format!("{}/v2/{repository}/blobs/uploads/", self.base);
+            let started = self
+                .request(reqwest::Method::POST, &start)
+                .header(reqwest::header::CONTENT_LENGTH, "0")
+                .send()
+                .await
+                .map_err(unreachable)?;
+            let started = expect(started, "blob upload", 202).await?;
+            let location = started
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| HttpError::Status {
+                    what: "blob upload",
+                    status: 202,
+                    body: "its answer names no Location to upload to".into(),
+                })?;
+            let mut upload = reqwest::Url::parse(&start)
+                .and_then(|base| base.join(location))
+                .map_err(|_| {
+                    HttpError::Refused(format!(
+                        "its upload Location `{}` is not a URL",
+                        clean(location, 200)
+                    ))
+                })?;
+            let origin =
+                |u: &reqwest::Url| (u.host_str().map(str::to_string), u.port_or_known_default());
+            if reqwest::Url::parse(&self.base).ok().map(|b| origin(&b)) != Some(origin(&upload)) {
+                return Err(HttpError::Refused(format!(
+                    "its upload Location `{}` is on another host; the plugin and the credentials go only to the registry",
+                    clean(location, 200)
+                )));
+            }
+            upload.query_pairs_mut().append_pair("digest", digest);
+            let done = self
+                .request(reqwest::Method::PUT, upload.as_str())
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .body(bytes.to_vec())
+                .send()
+                .await
+                .map_err(unreachable)?;
+            expect(done, "blob upload", 201).await?;
+        }
+        let url = format!("{}/v2/{repository}/manifests/{reference}", self.base);
+        let done = self
+            .request(reqwest::Method::PUT, &url)
+            .header(reqwest::header::CONTENT_TYPE, manifest_type)
+            .body(manifest.to_vec())
+            .send()
+            .await
+            .map_err(unreachable)?;
+        expect(done, "manifest upload", 201).await?;
+        Ok(())
+    }
+
+    /// A request with the authorization got so far.
+    fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method, url);
+        if let Some(a) = self.current_authorization() {
+            request = request.header(reqwest::header::AUTHORIZATION, a);
+        }
+        request
+    }
+
+    /// Asks `/v2/` whether the registry wants credentials, and gets what
+    /// a push of `repository` needs.
+    async fn authorize_push(&self, repository: &str) -> Result<(), HttpError> {
+        let probe = self
+            .http
+            .get(format!("{}/v2/", self.base))
+            .send()
+            .await
+            .map_err(unreachable)?;
+        if probe.status() == reqwest::StatusCode::UNAUTHORIZED {
+            let authorization = self
+                .answer(&challenge(&probe), repository, "pull,push")
+                .await?;
+            self.set_authorization(Some(authorization));
+        }
+        Ok(())
+    }
+
     /// The `Authorization` a 401's challenge asks for.
-    async fn answer(&self, challenge: &str, repository: &str) -> Result<String, PullError> {
+    async fn answer(
+        &self,
+        challenge: &str,
+        repository: &str,
+        actions: &str,
+    ) -> Result<String, HttpError> {
         let (scheme, params) = challenge.split_once(' ').unwrap_or((challenge, ""));
         if scheme.eq_ignore_ascii_case("basic") {
             return match &self.auth {
                 RegistryAuth::Basic(user, password) => Ok(basic(user, password)),
-                _ => Err(PullError::Unauthorized),
+                _ => Err(HttpError::Unauthorized),
             };
         }
         if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(PullError::Unauthorized);
+            return Err(HttpError::Unauthorized);
         }
         let param = |name: &str| challenge_param(params, name);
         let Some(realm) = param("realm") else {
-            return Err(PullError::Unauthorized);
+            return Err(HttpError::Unauthorized);
         };
         let realm_url = reqwest::Url::parse(&realm).map_err(|_| {
-            PullError::Refused(format!(
+            HttpError::Refused(format!(
                 "its token realm `{}` is not a URL",
                 clean(&realm, 200)
             ))
@@ -229,12 +329,12 @@ impl BoundedPull {
         };
         let plain_ok = realm_url.scheme() == "http" && plain_http_allowed(&realm_host, &insecure);
         if realm_url.scheme() != "https" && !plain_ok {
-            return Err(PullError::Refused(format!(
+            return Err(HttpError::Refused(format!(
                 "its token realm `{}` is not HTTPS; credentials are sent over plain HTTP only to loopback hosts and those in PIPELINE_REGISTRY_INSECURE",
                 clean(&realm, 200)
             )));
         }
-        let scope = format!("repository:{repository}:pull");
+        let scope = format!("repository:{repository}:{actions}");
         let mut query = vec![("scope", scope)];
         if let Some(service) = param("service") {
             query.push(("service", service));
@@ -246,10 +346,10 @@ impl BoundedPull {
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
         if status == 401 || status == 403 {
-            return Err(PullError::Unauthorized);
+            return Err(HttpError::Unauthorized);
         }
         if status != 200 {
-            return Err(PullError::Status {
+            return Err(HttpError::Status {
                 what: "token request",
                 status,
                 body: error_text(response).await,
@@ -261,7 +361,7 @@ impl BoundedPull {
             token: Option<String>,
             access_token: Option<String>,
         }
-        let token: Token = serde_json::from_slice(&body).map_err(|e| PullError::Status {
+        let token: Token = serde_json::from_slice(&body).map_err(|e| HttpError::Status {
             what: "token request",
             status,
             body: format!("its answer is not a token ({e})"),
@@ -270,12 +370,40 @@ impl BoundedPull {
             Some(t) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_graphic()) => {
                 Ok(format!("Bearer {t}"))
             }
-            _ => Err(PullError::Status {
+            _ => Err(HttpError::Status {
                 what: "token request",
                 status,
                 body: "its answer holds no usable token".into(),
             }),
         }
+    }
+}
+
+/// A 401's `WWW-Authenticate`.
+fn challenge(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The response when its status is `wanted`, else the error it means.
+async fn expect(
+    response: reqwest::Response,
+    what: &'static str,
+    wanted: u16,
+) -> Result<reqwest::Response, HttpError> {
+    match response.status().as_u16() {
+        s if s == wanted => Ok(response),
+        401 | 403 => Err(HttpError::Unauthorized),
+        404 if wanted == 200 => Err(HttpError::NotFound),
+        status => Err(HttpError::Status {
+            what,
+            status,
+            body: error_text(response).await,
+        }),
     }
 }
 
@@ -312,16 +440,16 @@ fn challenge_param(params: &str, name: &str) -> Option<String> {
 /// which reqwest keeps): a longer header section is refused.
 const MAX_HEADER_BYTES: u64 = 8192 + 4096 * 100;
 
-fn unreachable(e: reqwest::Error) -> PullError {
+fn unreachable(e: reqwest::Error) -> HttpError {
     let chain = crate::client::error_chain(&e);
     if chain.contains("message head is too large") {
-        return PullError::TooLong {
+        return HttpError::TooLong {
             what: "header section",
             limit: MAX_HEADER_BYTES,
             found: "hyper: message head is too large".into(),
         };
     }
-    PullError::Unreachable(chain)
+    HttpError::Unreachable(chain)
 }
 
 /// A body read chunk by chunk, refused as soon as it passes `limit`.
@@ -329,11 +457,11 @@ async fn read_bounded(
     mut response: reqwest::Response,
     what: &'static str,
     limit: u64,
-) -> Result<Vec<u8>, PullError> {
+) -> Result<Vec<u8>, HttpError> {
     if let Some(length) = response.content_length()
         && length > limit
     {
-        return Err(PullError::TooLong {
+        return Err(HttpError::TooLong {
             what,
             limit,
             found: format!("its Content-Length says {length}"),
@@ -342,7 +470,7 @@ async fn read_bounded(
     let mut out = Vec::with_capacity(response.content_length().unwrap_or(0).min(limit) as usize);
     while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
         if (out.len() + chunk.len()) as u64 > limit {
-            return Err(PullError::TooLong {
+            return Err(HttpError::TooLong {
                 what,
                 limit,
                 found: "more was sent".into(),
