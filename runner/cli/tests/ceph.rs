@@ -155,10 +155,14 @@ fn full_baseline_runs_and_leaves_nothing_behind() {
             gateways[0]["requests"].as_u64().unwrap() > 0,
             "{id}: {gateways:#?}"
         );
-        assert!(
-            gateways[0]["max_active"].as_u64().unwrap() > 0,
-            "{id}: {gateways:#?}"
-        );
+        // qactive is a gauge read once a second: a few samples of a 4K
+        // load whose client is starved of CPU can all find no request
+        // inside the gateway (CI saw 4042 requests and max_active 0). Its
+        // reading is tested on captured counters (cluster_watch/gateways.rs);
+        // here it must be there and within the load's 16 in flight (and
+        // the odd request of the stage's own: an auth, a bucket listing).
+        let active = gateways[0]["max_active"].as_u64();
+        assert!(active.is_some_and(|a| a <= 16 + 2), "{id}: {gateways:#?}");
     }
     assert!(report.contains("Gateway `client.rgw.sandbox` during the stage: "));
     // What this machine is, once for the run.
