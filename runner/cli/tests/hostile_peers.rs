@@ -696,28 +696,10 @@ fn a_registry_that_sends_too_much_is_cut_at_each_bound() {
         let case = format!("{how:?}");
         let peer = registry(how);
         let dir = common::temp_dir(&format!("hostile-registry-{case}"));
-        let (code, elapsed, peak_kib, output) = pull(&peer, &dir);
-        assert_eq!(code, Some(1), "{case}: {output}");
-        assert!(
-            output.contains(&format!("registry 127.0.0.1:{}: {error}", peer.port)),
-            "{case}: {output}"
-        );
-        assert!(
-            elapsed < Duration::from_secs(30),
-            "{case}: took {elapsed:?}"
-        );
-        assert!(
-            peak_kib < MEMORY_LIMIT_KIB,
-            "{case}: peak memory {peak_kib} KiB"
-        );
-        assert!(
-            !output.contains('\x1b') && !output.contains('\x07'),
-            "{case}: an escape reached the terminal: {output:?}"
-        );
-        assert!(
-            output.len() < 4096,
-            "{case}: the registry's bytes reached the terminal: {} bytes",
-            output.len()
+        assert_refused(
+            &format!("pull {case}"),
+            pull(&peer, &dir),
+            &format!("registry 127.0.0.1:{}: {error}", peer.port),
         );
         assert!(
             !dir.join("cache/oci/blobs/sha256").exists()
@@ -726,12 +708,6 @@ fn a_registry_that_sends_too_much_is_cut_at_each_bound() {
                     .next()
                     .is_none(),
             "{case}: nothing is cached"
-        );
-        eprintln!(
-            "registry {case}: {:.1} s, peak {} MiB: {}",
-            elapsed.as_secs_f64(),
-            peak_kib / 1024,
-            output.trim()
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -772,33 +748,39 @@ fn a_registry_that_misbehaves_on_a_push_gets_nothing_it_should_not() {
         ]);
         cmd.env("PIPELINE_CACHE_DIR", dir.join("cache"))
             .env("DOCKER_CONFIG", dir.join("docker"));
-        let (code, elapsed, peak_kib, output) = run_measured(cmd);
-        assert_eq!(code, Some(1), "{case}: {output}");
-        assert!(output.contains(error), "{case}: {output}");
-        assert!(
-            elapsed < Duration::from_secs(30),
-            "{case}: took {elapsed:?}"
-        );
-        assert!(
-            peak_kib < MEMORY_LIMIT_KIB,
-            "{case}: peak memory {peak_kib} KiB"
-        );
-        assert!(
-            !output.contains('\x1b') && !output.contains('\x07') && output.len() < 4096,
-            "{case}: the registry's bytes reached the terminal: {output:?}"
-        );
-        eprintln!(
-            "push {case}: {:.1} s, peak {} MiB: {}",
-            elapsed.as_secs_f64(),
-            peak_kib / 1024,
-            output.trim()
-        );
+        assert_refused(&format!("push {case}"), run_measured(cmd), error);
         let _ = std::fs::remove_dir_all(&dir);
     }
     assert_eq!(
         elsewhere.requests.load(Ordering::Relaxed),
         0,
         "the plugin went to another host than the registry"
+    );
+}
+
+/// A registry command that must fail with `error`, within 30 s, under the
+/// memory limit, with none of the registry's bytes or escapes in its output.
+fn assert_refused(case: &str, measured: (Option<i32>, Duration, u64, String), error: &str) {
+    let (code, elapsed, peak_kib, output) = measured;
+    assert_eq!(code, Some(1), "{case}: {output}");
+    assert!(output.contains(error), "{case}: {output}");
+    assert!(
+        elapsed < Duration::from_secs(30),
+        "{case}: took {elapsed:?}"
+    );
+    assert!(
+        peak_kib < MEMORY_LIMIT_KIB,
+        "{case}: peak memory {peak_kib} KiB"
+    );
+    assert!(
+        !output.contains('\x1b') && !output.contains('\x07') && output.len() < 4096,
+        "{case}: the registry's bytes reached the terminal: {output:?}"
+    );
+    eprintln!(
+        "{case}: {:.1} s, peak {} MiB: {}",
+        elapsed.as_secs_f64(),
+        peak_kib / 1024,
+        output.trim()
     );
 }
 
