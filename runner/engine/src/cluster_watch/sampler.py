@@ -59,21 +59,21 @@ def main():
         try:
             ret, out, err = cluster.mon_command(command, b"", timeout=int(max(1, timeout)))
             if ret == 0:
-                sample = {"t": t, "status": json.loads(out)}
+                sample = {"t": t, "status": parsed(out, "status")}
                 ret, out, _ = cluster.mgr_command(pg_stat, b"", timeout=int(max(1, timeout)))
                 if ret == 0:
-                    sample["pg_stat"] = json.loads(out)
+                    sample["pg_stat"] = parsed(out, "pg stat")
                 if osds:
                     new_epoch = sample["status"].get("osdmap", {}).get("epoch")
                     if new_epoch != epoch:
                         ret, out, _ = cluster.mon_command(osd_dump, b"", timeout=int(max(1, timeout)))
                         if ret == 0:
-                            listed = json.loads(out).get("osds", [])
+                            listed = parsed(out, "osd dump").get("osds", [])
                             up_osds = [o["osd"] for o in listed if o.get("up") == 1][:MAX_OSDS]
                             epoch = new_epoch
                     ret, out, _ = cluster.mgr_command(osd_perf, b"", timeout=int(max(1, timeout)))
                     if ret == 0:
-                        sample["osd_perf"] = json.loads(out)
+                        sample["osd_perf"] = parsed(out, "osd perf")
                     sample["osd_counters"] = counters(cluster, up_osds, perf_dump)
                 if gateways:
                     sample["gateways"] = {name: gateway(path) for name, path in gateways.items()}
@@ -95,6 +95,17 @@ def main():
     emit({"t": time.time()})
 
 
+# librados hands over an answer whole; a longer one than this is not parsed
+# (json.loads would take several times its size), and the sample says so.
+MAX_ANSWER = 32 << 20
+
+
+def parsed(out, what):
+    if len(out) > MAX_ANSWER:
+        raise ValueError(f"the `{what}` answer is {len(out)} bytes, more than the 32 MiB the sampler parses")
+    return json.loads(out)
+
+
 # At most this many OSDs are asked for their counters each second.
 MAX_OSDS = 64
 # A single OSD's answer waits at most this long (one that hangs delays the sample).
@@ -110,7 +121,7 @@ def counters(cluster, ids, perf_dump):
         try:
             ret, out, _ = cluster.osd_command(osd, perf_dump, b"", timeout=OSD_TIMEOUT)
             if ret == 0:
-                section = json.loads(out).get("osd", {})
+                section = parsed(out, "perf dump").get("osd", {})
                 found[str(osd)] = {"osd": {k: section[k] for k in wanted if k in section}}
         except Exception:  # noqa: BLE001: an OSD that does not answer is left out
             pass
