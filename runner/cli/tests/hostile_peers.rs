@@ -713,6 +713,79 @@ fn a_registry_that_sends_too_much_is_cut_at_each_bound() {
     }
 }
 
+/// A push to a registry that wants a Bearer token (as Harbor or GHCR do):
+/// the token is asked for `pull,push` and every request of the push carries
+/// it; the upload's relative Location is followed on the registry.
+fn a_push_with_a_bearer_token_carries_it_on_every_request() {
+    let wasm = common::root().join("runner/wasm/tests/fixtures/testkit-0.1.0.wasm");
+    let unauthorized = Arc::new(AtomicU64::new(0));
+    let seen = unauthorized.clone();
+    let peer = HostilePeer::start(move |r: &Request| {
+        let host = r
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        if r.path() == "/token" {
+            return if r.query("scope").as_deref() == Some("repository:team/plugin:pull,push") {
+                Response::ok(r#"{"access_token":"tk-push"}"#)
+            } else {
+                Response::status(403)
+            };
+        }
+        if !has_token(r, "Bearer tk-push") {
+            if r.path() != "/v2/" {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
+            return Response::status(401).header(
+                "WWW-Authenticate",
+                format!("Bearer realm=\"http://{host}/token\",service=\"hostile\""),
+            );
+        }
+        match (r.method.as_str(), r.path()) {
+            ("HEAD", _) => Response::status(404),
+            ("POST", _) => Response::status(202)
+                .header("Location", "/v2/team/plugin/blobs/uploads/u1?_state=s"),
+            ("PUT", p)
+                if p.ends_with("/uploads/u1")
+                    && r.query("digest").is_some()
+                    && r.query("_state").is_some() =>
+            {
+                Response::status(201)
+            }
+            ("PUT", "/v2/team/plugin/manifests/1.0") => Response::status(201),
+            _ => Response::status(400),
+        }
+    });
+    let dir = common::temp_dir("hostile-push-bearer");
+    let out = common::pipeline_command(&[
+        "plugins",
+        "push",
+        wasm.to_str().unwrap(),
+        &format!("oci://127.0.0.1:{}/team/plugin:1.0", peer.port),
+    ])
+    .env("PIPELINE_CACHE_DIR", dir.join("cache"))
+    .env("DOCKER_CONFIG", dir.join("docker"))
+    .output()
+    .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("manifest"), "{said}");
+    assert_eq!(
+        unauthorized.load(Ordering::Relaxed),
+        0,
+        "a request of the push went without the token"
+    );
+    // blob, config: HEAD, POST, PUT each; /v2/; /token; the manifest.
+    assert_eq!(peer.requests.load(Ordering::Relaxed), 9, "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A push to a registry that sends the upload elsewhere, or floods its
 /// error: the plugin's bytes go nowhere but the registry, the error is
 /// bounded and clean.
@@ -895,6 +968,11 @@ fn main() {
             "a_registry_that_sends_too_much_is_cut_at_each_bound",
             &[],
             a_registry_that_sends_too_much_is_cut_at_each_bound,
+        ),
+        live(
+            "a_push_with_a_bearer_token_carries_it_on_every_request",
+            &[],
+            a_push_with_a_bearer_token_carries_it_on_every_request,
         ),
         live(
             "a_registry_that_misbehaves_on_a_push_gets_nothing_it_should_not",
