@@ -29,8 +29,11 @@ mirror="${PIPELINE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # What the release tests run inside the root: the Ceph daemons and clients, the
 # benchmark tools, sshd and ssh for the multi-client tests, and the helpers the
 # tests call (pgrep, ip, curl). librados/librbd come with ceph-common.
+# bash-completion: the package test (tests/package.rs) installs the .deb into
+# an overlay of the trixie root and logs in there as a user, whose bash loads
+# the package's completion only through bash-completion.
 packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 procps
-  openssh-server openssh-client iproute2 curl uuid-runtime ca-certificates)
+  openssh-server openssh-client iproute2 curl uuid-runtime ca-certificates bash-completion)
 stamp_text="suite=$suite packages=${packages[*]}"
 stamp="$root/.pipeline-root"
 

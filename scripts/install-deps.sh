@@ -10,6 +10,16 @@ set -euo pipefail
 # debootstrap: the release matrix builds Debian roots carrying Ceph 18.2 and 20.2.
 packages=(ceph ceph-mon ceph-osd ceph-mgr radosgw ceph-common fio iperf3 uuid-runtime curl git
   openssh-server openssh-client iproute2 docker-registry skopeo apache2-utils procps debootstrap)
+# libxml2-utils (xmllint): the tests validate `compare --format junit`
+# against the JUnit schema (scripts/junit-xsd.sh, below).
+packages+=(libxml2-utils)
+# postgresql (15 on Debian 12): runner/cli/tests/postgres.rs starts its own
+# server (initdb in a temporary folder, a loopback port) for `pipeline
+# publish` and `history --db`, and runs the Grafana dashboard's SQL.
+packages+=(postgresql)
+# tmux: the package tier (runner/cli/tests/package.rs) types `pipeline r` +
+# Tab into a real interactive bash and reads the completions off the screen.
+packages+=(tmux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,8 +42,24 @@ if ((${#missing[@]})); then
       "${sudo_cmd[@]}" update-rc.d docker-registry disable >/dev/null 2>&1 || true
     fi
   fi
+  if [[ " ${missing[*]} " == *" postgresql "* ]]; then
+    # Debian's postinst creates and starts a cluster 15/main on port 5432.
+    # The tests start their own; stop this one and keep it from booting.
+    "${sudo_cmd[@]}" pg_ctlcluster 15 main stop >/dev/null 2>&1 || true
+    if [ -d /run/systemd/system ]; then
+      "${sudo_cmd[@]}" systemctl disable --now postgresql >/dev/null 2>&1 || true
+    else
+      "${sudo_cmd[@]}" service postgresql stop >/dev/null 2>&1 || true
+      "${sudo_cmd[@]}" update-rc.d postgresql disable >/dev/null 2>&1 || true
+    fi
+  fi
 fi
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust 1.95+ (rustup)" >&2; exit 1; }
+
+# cargo-deb: scripts/build-deb.sh packages the runner (the package tier
+# installs that .deb). Pinned and --locked so it builds the same with rustc
+# 1.95; about 2 minutes, once. Checked locally: no network when present.
+cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --locked --version 3.8.0
 
 # WASM plugins: the Rust guest target and the Python component builder.
 # Both checks are local (no network when all is there: the README's block runs
@@ -42,3 +68,9 @@ command -v cargo >/dev/null || { echo "error: cargo not found; install Rust 1.95
 # `rustup target add` would be asked to download).
 rustup target list --installed | grep -x wasm32-wasip2 >/dev/null || rustup target add wasm32-wasip2
 command -v componentize-py >/dev/null || python3 -m pip install --quiet componentize-py==0.25.1
+
+# The JUnit schema CI servers read reports with (junit-10.xsd), for the
+# integrations tier: fetched once from PyPI (a pinned pytest sdist), a no-op
+# when it is in place (the README's block runs this offline).
+scripts_dir="$(dirname "$0")"
+"$scripts_dir/junit-xsd.sh" >/dev/null

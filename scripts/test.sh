@@ -41,7 +41,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The release build the README's block runs (`cargo build --release`, the
 # longest compile here: nothing else makes release artifacts), started now
 # and niced: it takes the CPU the live tests leave idle while they wait on
-# Ceph, and the block's own build is then a no-op. Waited for after the matrix.
+# Ceph, and the block's own build is then a no-op. Waited for after the lab
+# tier (the package tier packages it).
 release_log="$(mktemp)"
 nice -n 19 cargo build --release >"$release_log" 2>&1 &
 release_pid=$!
@@ -62,10 +63,11 @@ export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-test-sandbox}
 trap './target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"; kill "$release_pid" 2>/dev/null || true' EXIT
 eval "$(./target/debug/pipeline sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
 
-# Every live tier but readme on (pipeline-test-tiers; plain `cargo test` lists
-# them as ignored): the sandbox above, sshd hosts and registries the tests
-# start, the release roots. The readme tier runs last, on its own (below).
-export PIPELINE_TEST_TIERS=cluster,hosts,registry,roots
+# Every live tier but lab, package and readme on (pipeline-test-tiers; plain
+# `cargo test` lists them as ignored): the sandbox above, sshd hosts and
+# registries the tests start, the release roots, the integrations (JUnit XSD,
+# PostgreSQL). lab, package and readme run later, on their own.
+export PIPELINE_TEST_TIERS=cluster,hosts,registry,roots,integrations
 # Ceph tests share one cluster: they take a lock among themselves, the rest run in parallel.
 log="$(mktemp)"
 set +e
@@ -93,6 +95,26 @@ if [ "$rc" -ne 0 ]; then
 fi
 rm -f "$lab_log"
 
+# The Debian package (tier package): scripts/build-deb.sh's .deb installed
+# into an overlay of the trixie root, its completion tried in a login bash
+# under tmux. It packages the release binary: wait for the background build
+# first (the README's block below then finds it done too). Should that build
+# have failed, build-deb.sh's own build fails and the test shows its output.
+wait "$release_pid" || echo "warning: the background release build failed; build-deb.sh's and the README block's builds will say why" >&2
+trap - EXIT
+rm -f "$release_log"
+set +e
+package_log="$(mktemp)"
+PIPELINE_TEST_TIERS=package cargo test -p pipeline --test package 2>&1 | tee "$package_log" | tee -a "$log"
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || status=1
+package="package: $([ "$rc" -eq 0 ] && echo passed || echo FAILED)"
+if [ "$rc" -ne 0 ]; then
+  package+=$'\n'"$(grep -A3 -m2 'panicked at' "$package_log" | cut -c1-400)"
+fi
+rm -f "$package_log"
+
 # The release matrix, after the host's sandbox is down (the CPU is the host's
 # to share, the ports are not: each release has a network namespace of its own).
 matrix=""
@@ -106,12 +128,9 @@ for r in $releases; do
 done
 
 # The README's "Using it" block, verbatim, in namespaces of its own (tier
-# readme, scripts/readme-using-it.sh), once the release build above is done.
-# Should that build have failed, the block's `cargo build --release` fails
-# too, and the test shows its output.
-wait "$release_pid" || echo "warning: the background release build failed; the README block's build will say why" >&2
-trap - EXIT
-rm -f "$release_log"
+# readme, scripts/readme-using-it.sh), over the release build waited for
+# before the package tier. Should that build have failed, the block's
+# `cargo build --release` fails too, and the test shows its output.
 set +e
 PIPELINE_TEST_TIERS=readme cargo test -p pipeline --test readme_using_it 2>&1 | tee -a "$log"
 rc=${PIPESTATUS[0]}
@@ -124,6 +143,7 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += 
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
 [ -z "$matrix" ] || echo "Ceph releases:$matrix host $(ceph --version | awk '{print $3}')"
 echo "$lab"
+echo "$package"
 echo "$readme"
 rm -f "$log"
 exit "$status"

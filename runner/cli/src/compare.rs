@@ -1,5 +1,5 @@
 //! `pipeline compare BASELINE CANDIDATE...`: loads the runs, compares them
-//! (pipeline_engine::compare), prints or writes Markdown or JSON, and exits
+//! (pipeline_engine::compare), prints or writes Markdown, JSON or JUnit XML, and exits
 //! 1 when a metric is worse past its threshold. Also `pipeline runs list`
 //! and `pipeline history` (pipeline_engine::history): runs over time.
 
@@ -14,6 +14,16 @@ use crate::error::CliError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    Markdown,
+    Json,
+    /// JUnit XML: one test case per gated metric, failed when it regressed
+    /// (`compare` only).
+    Junit,
+}
+
+/// `pipeline history`'s output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistoryFormat {
     Markdown,
     Json,
 }
@@ -117,6 +127,7 @@ pub fn run(
         }
         (Format::Markdown, None) => compare::markdown::render(&comparison),
         (Format::Json, _) => serde_json::to_string_pretty(&comparison).unwrap_or_default() + "\n",
+        (Format::Junit, _) => compare::junit::render(&comparison),
     };
     match out {
         Some(file) => {
@@ -181,12 +192,19 @@ pub fn runs_list(dir: &Path) -> CliResult {
     Ok(())
 }
 
+/// Where `pipeline history` reads runs from: both give the engine the same
+/// entries, so the same lines and the same output.
+pub enum HistorySource<'a> {
+    Folder(&'a Path),
+    Db(&'a str),
+}
+
 pub fn history(
-    dir: &Path,
+    source: HistorySource<'_>,
     metric: &str,
     stage: Option<&str>,
     threshold: f64,
-    format: Format,
+    format: HistoryFormat,
     chart: Option<&Path>,
 ) -> CliResult {
     if !(threshold.is_finite() && threshold >= 0.0) {
@@ -194,7 +212,10 @@ pub fn history(
             "--threshold {threshold}: a percentage of 0 or more"
         )));
     }
-    let entries = runs_in(dir)?;
+    let entries = match source {
+        HistorySource::Folder(dir) => runs_in(dir)?,
+        HistorySource::Db(url) => crate::publish::entries(url)?,
+    };
     let lines = pipeline_engine::history::history(&entries, metric, stage, threshold);
     if let Some(file) = chart {
         use pipeline_engine::report::charts::over_runs::history_chart;
@@ -211,11 +232,11 @@ pub fn history(
         }
     }
     match format {
-        Format::Markdown => print!(
+        HistoryFormat::Markdown => print!(
             "{}",
             pipeline_engine::history::history_table(metric, &lines, threshold)
         ),
-        Format::Json => println!(
+        HistoryFormat::Json => println!(
             "{}",
             serde_json::to_string_pretty(&lines).unwrap_or_default()
         ),

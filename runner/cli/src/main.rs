@@ -6,13 +6,15 @@
 mod commands;
 mod compare;
 mod error;
+mod generate;
 mod plugin_scaffold;
+mod publish;
 mod registry_commands;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -101,11 +103,26 @@ enum Command {
         #[arg(long, default_value_t = 5.0)]
         threshold: f64,
         #[arg(long, value_enum, default_value = "markdown")]
-        format: compare::Format,
+        format: compare::HistoryFormat,
         /// Also draw the history as an SVG line chart into FILE (a line per
         /// stage instance, the runs where the gate would have fired ringed).
         #[arg(long, value_name = "FILE")]
         chart: Option<PathBuf>,
+        /// Read the runs from a history database (`pipeline publish`)
+        /// instead of a runs folder: postgres://USER@HOST:PORT/DB.
+        #[arg(long, value_name = "URL", conflicts_with = "dir")]
+        db: Option<String>,
+    },
+    /// Publish run folders into a PostgreSQL history database (the
+    /// folders stay the source of truth; publishing a run again changes
+    /// nothing).
+    Publish {
+        /// Run folders.
+        #[arg(required = true)]
+        run_dirs: Vec<PathBuf>,
+        /// postgres://USER[:PASSWORD]@HOST:PORT/DB (never printed with its password).
+        #[arg(long, value_name = "URL")]
+        to: String,
     },
     /// Compare a baseline run with candidate runs, metric by metric; exit 1
     /// when a metric is worse past its threshold.
@@ -124,6 +141,8 @@ enum Command {
         /// their figures are shown but not judged.
         #[arg(long)]
         allow_unhealthy: bool,
+        /// `junit`: one test case per gated metric, a failure for each
+        /// regression (the exit code is the same), for a CI job's test report.
         #[arg(long, value_enum, default_value = "markdown")]
         format: compare::Format,
         /// Write to FILE instead of printing.
@@ -145,6 +164,12 @@ enum Command {
         /// rados-bench, rbd-bench, fio-json, dd, iperf3-json, iperf-text, swift-bench, rgw-perf
         format: String,
         file: PathBuf,
+    },
+    /// Print the man page or a shell completion script (what the Debian
+    /// package installs).
+    Generate {
+        #[command(subcommand)]
+        command: GenerateCommand,
     },
     /// A throw-away single-node Ceph cluster on 127.0.0.1 for trying suites.
     Sandbox {
@@ -177,6 +202,21 @@ enum Command {
         /// The program and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum GenerateCommand {
+    /// The man page of `pipeline` on stdout; with --out, one page per command
+    /// (pipeline.1, pipeline-run.1, ...) written into DIR.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// The completion script for SHELL on stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -295,14 +335,19 @@ fn main() -> ExitCode {
             threshold,
             format,
             chart,
+            db,
         } => compare::history(
-            &dir,
+            match &db {
+                Some(url) => compare::HistorySource::Db(url),
+                None => compare::HistorySource::Folder(&dir),
+            },
             &metric,
             stage.as_deref(),
             threshold,
             format,
             chart.as_deref(),
         ),
+        Command::Publish { run_dirs, to } => publish::publish(&run_dirs, &to),
         Command::Compare {
             baseline,
             candidates,
@@ -335,6 +380,12 @@ fn main() -> ExitCode {
         } => registry_commands::pull(&reference),
         Command::Schema { results } => commands::schema(results),
         Command::Parse { format, file } => commands::parse(&format, &file),
+        Command::Generate {
+            command: GenerateCommand::Man { out },
+        } => generate::man(Cli::command(), out.as_deref()),
+        Command::Generate {
+            command: GenerateCommand::Completions { shell },
+        } => generate::completions(Cli::command(), shell),
         Command::Worker { for_: _ } => {
             let code = pipeline_engine::remote_worker::serve(
                 &pipeline_native::worker_kinds(),

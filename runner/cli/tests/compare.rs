@@ -413,3 +413,110 @@ fn a_client_upgrade_is_named_above_the_figures() {
         ])
     );
 }
+
+/// The failures of `--format junit` (one test case per gated metric).
+fn junit_failures(xml: &str) -> (usize, Vec<String>) {
+    let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{e}:\n{xml}"));
+    let cases = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .count();
+    let failures = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("failure"))
+        .map(|n| n.attribute("message").unwrap_or_default().to_string())
+        .collect();
+    (cases, failures)
+}
+
+/// JUnit XML: the golden file, and a failure for exactly each regression
+/// line the exit code stands for (the same gate, the same words).
+#[test]
+fn junit_has_a_failure_for_each_regression_and_matches_its_golden_file() {
+    let out = common::pipeline(&["compare", BASELINE, CANDIDATE, "--format", "junit"]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(1), "{stderr}");
+    if let Some(diff) = common::golden(
+        &common::root().join("tests/compare/full-baseline-1-vs-2.junit.xml"),
+        &stdout,
+    ) {
+        panic!("{diff}");
+    }
+    let (cases, failures) = junit_failures(&stdout);
+    let regressions: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("regression: "))
+        .map(str::to_string)
+        .collect();
+    assert!(!regressions.is_empty());
+    assert_eq!(failures, regressions, "{stdout}");
+    assert!(cases > failures.len(), "{cases} cases");
+
+    // Against itself: every gated metric passes.
+    let out = common::pipeline(&["compare", BASELINE, BASELINE, "--format", "junit"]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (same_cases, failures) = junit_failures(&stdout);
+    assert_eq!(same_cases, cases, "the same gated metrics");
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// Names that a hostile results.json carries (escapes, markup, quotes) come
+/// out as well-formed XML holding no control character.
+#[test]
+fn junit_of_hostile_names_is_well_formed_and_has_no_escapes() {
+    let mut r: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::root().join(BASELINE)).unwrap())
+            .unwrap();
+    let hostile = "\u{1b}]0;owned\u{7}<x a=\"1\">]]>&\u{0}\u{9b}2J";
+    r["pipeline"]["name"] = Value::from(hostile);
+    for stage in r["stages"].as_array_mut().unwrap() {
+        stage["id"] = Value::from(format!("{}{hostile}", stage["id"].as_str().unwrap()));
+        for m in stage["metrics"].as_array_mut().unwrap() {
+            if m["headline"] == true {
+                m["labels"]["evil"] = Value::from(hostile);
+                m["value"] = Value::from(m["value"].as_f64().unwrap() * 0.5);
+            }
+        }
+    }
+    let dir = common::temp_dir("compare-junit-hostile");
+    let file = dir.join("results.json");
+    std::fs::write(&file, serde_json::to_string(&r).unwrap()).unwrap();
+    let out = common::pipeline(&[
+        "compare",
+        file.to_str().unwrap(),
+        BASELINE,
+        "--format",
+        "junit",
+    ]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, Some(0), "nothing matches: no gate: {stderr}");
+    assert!(
+        !stdout.chars().any(|c| c.is_control() && c != '\n'),
+        "{stdout:?}"
+    );
+    let doc = roxmltree::Document::parse(&stdout).unwrap_or_else(|e| panic!("{e}:\n{stdout}"));
+    let suite = doc.root_element();
+    assert_eq!(
+        suite.attribute("name"),
+        Some("pipeline compare: ]0;owned<x a=\"1\">]]>&2J")
+    );
+    // The hostile side as the candidate: its renamed stages are not in the
+    // baseline, and the baseline's are not in it: skipped, each said why.
+    let out = common::pipeline(&[
+        "compare",
+        BASELINE,
+        file.to_str().unwrap(),
+        "--format",
+        "junit",
+    ]);
+    let (_, stdout, _) = text(&out);
+    let doc = roxmltree::Document::parse(&stdout).unwrap_or_else(|e| panic!("{e}:\n{stdout}"));
+    let skipped: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("skipped"))
+        .filter_map(|n| n.attribute("message"))
+        .collect();
+    assert!(skipped.contains(&"not in this run"), "{stdout}");
+    assert!(skipped.contains(&"not in the baseline"), "{stdout}");
+}

@@ -195,6 +195,33 @@ fn a_suite_with_a_baseline_gates_on_it() {
     );
     let chart = std::fs::read_to_string(worse.join("run/comparison-charts/runs.svg")).unwrap();
     assert!(chart.contains(">-98.0% worse</text>"), "{chart}");
+    // The same gate as JUnit XML, for the CI job's test report: the better
+    // run's one gated metric passed, the worse run's failed.
+    for (dir, failures) in [(&better, 0), (&worse, 1)] {
+        let (r, _) = read(dir);
+        assert_eq!(r["comparison"]["junit"], "comparison.junit.xml");
+        let xml = std::fs::read_to_string(dir.join("run/comparison.junit.xml")).unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let cases: Vec<_> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("testcase"))
+            .collect();
+        assert_eq!(cases.len(), 1, "{xml}");
+        assert_eq!(cases[0].attribute("classname"), Some("count"), "{xml}");
+        assert_eq!(cases[0].attribute("name"), Some("runs"), "{xml}");
+        let failed: Vec<_> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("failure"))
+            .collect();
+        assert_eq!(failed.len(), failures, "{xml}");
+        if let Some(f) = failed.first() {
+            assert_eq!(
+                f.attribute("message"),
+                Some("count runs: 102 -> 2 (-98.0%), past its threshold of 2%"),
+                "{xml}"
+            );
+        }
+    }
 }
 
 #[test]

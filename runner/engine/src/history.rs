@@ -40,37 +40,48 @@ pub struct RunSummary {
 /// unreadable ones last.
 pub fn list_runs(dir: &Path) -> std::io::Result<Vec<RunEntry>> {
     let mut entries = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
+    for item in std::fs::read_dir(dir)? {
+        let path = item?.path();
         if !path.join(RESULTS_FILE).is_file() {
             continue;
         }
-        let run = RunResults::load(&path)
-            .map(|r| RunSummary {
-                id: r.run_id.clone(),
-                suite: r.pipeline.name.clone(),
-                started_at: r.started_at.clone(),
-                status: serde_json::to_value(r.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                commit: r.pipeline.git.as_ref().map(|g| {
-                    let short: String = g.commit.chars().take(12).collect();
-                    if g.dirty { format!("{short}+") } else { short }
-                }),
-                duration_s: r.duration_s,
-                results: Box::new(r),
-            })
-            .map_err(|e| e.to_string());
-        entries.push(RunEntry { dir: path, run });
+        let run = RunResults::load(&path).map_err(|e| e.to_string());
+        entries.push(entry(path, run));
     }
+    sort_entries(&mut entries);
+    Ok(entries)
+}
+
+/// A run as `list_runs` lists it; `dir` names it (a folder, or where a
+/// database says it came from: `pipeline history --db`).
+pub fn entry(dir: PathBuf, run: Result<RunResults, String>) -> RunEntry {
+    let run = run.map(|r| RunSummary {
+        id: r.run_id.clone(),
+        suite: r.pipeline.name.clone(),
+        started_at: r.started_at.clone(),
+        status: serde_json::to_value(r.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        commit: r.pipeline.git.as_ref().map(|g| {
+            let short: String = g.commit.chars().take(12).collect();
+            if g.dirty { format!("{short}+") } else { short }
+        }),
+        duration_s: r.duration_s,
+        results: Box::new(r),
+    });
+    RunEntry { dir, run }
+}
+
+/// Oldest first, unreadable ones last: the order `history` reads runs in,
+/// whichever store they came from.
+pub fn sort_entries(entries: &mut [RunEntry]) {
     entries.sort_by(|a, b| match (&a.run, &b.run) {
         (Ok(x), Ok(y)) => x.started_at.cmp(&y.started_at).then(a.dir.cmp(&b.dir)),
         (Ok(_), Err(_)) => std::cmp::Ordering::Less,
         (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
         (Err(_), Err(_)) => a.dir.cmp(&b.dir),
     });
-    Ok(entries)
 }
 
 pub fn runs_table(entries: &[RunEntry]) -> String {

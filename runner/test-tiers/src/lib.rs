@@ -46,16 +46,25 @@ pub enum Tier {
     /// The README's "Using it" block run as it stands (scripts/readme-using-it.sh):
     /// root, its prerequisites in place (it runs offline), a release build.
     Readme,
+    /// The real components results go to, started or used by the tests
+    /// (scripts/install-deps.sh installs them): the JUnit XSD and xmllint,
+    /// PostgreSQL.
+    Integrations,
+    /// The .deb (scripts/build-deb.sh, over a release build) installed into a
+    /// Debian root of the release matrix: root, the roots, tmux.
+    Package,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 6] = [
+    pub const ALL: [Tier; 8] = [
         Tier::Cluster,
         Tier::Hosts,
         Tier::Registry,
         Tier::Roots,
         Tier::Lab,
         Tier::Readme,
+        Tier::Integrations,
+        Tier::Package,
     ];
 
     pub fn name(self) -> &'static str {
@@ -66,6 +75,8 @@ impl Tier {
             Tier::Roots => "roots",
             Tier::Lab => "lab",
             Tier::Readme => "readme",
+            Tier::Integrations => "integrations",
+            Tier::Package => "package",
         }
     }
 
@@ -80,6 +91,12 @@ impl Tier {
             }
             Tier::Readme => {
                 "root and the README's prerequisites in place (the block runs offline: scripts/readme-using-it.sh)"
+            }
+            Tier::Integrations => {
+                "the JUnit XSD, xmllint and PostgreSQL that scripts/install-deps.sh installs"
+            }
+            Tier::Package => {
+                "root, a release build, the Debian roots and tmux: the .deb installed into a root"
             }
         }
     }

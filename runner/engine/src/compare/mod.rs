@@ -22,6 +22,7 @@
 
 pub mod charts;
 pub mod environment;
+pub mod junit;
 pub mod markdown;
 pub mod stats;
 pub mod thresholds;
@@ -195,6 +196,10 @@ pub struct RunComparison {
     /// The comparison's Markdown, relative to the run folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// The comparison as JUnit XML (one test case per gated metric),
+    /// relative to the run folder, for a CI job's test report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub junit: Option<String>,
     /// Gated metrics worse past their threshold: the run exits 1.
     #[serde(default)]
     pub regressions: Vec<Regression>,
@@ -208,6 +213,8 @@ pub struct RunComparison {
 
 /// The file `compare_to` writes into the run folder.
 pub const COMPARISON_FILE: &str = "comparison.md";
+/// The JUnit XML `compare_to` writes beside it.
+pub const COMPARISON_JUNIT_FILE: &str = "comparison.junit.xml";
 /// The folder, next to it, its charts go in.
 pub const COMPARISON_CHARTS: &str = "comparison-charts";
 
@@ -221,6 +228,7 @@ pub fn with_baseline(
     let failed = |error: String| RunComparison {
         baseline: planned.shown.clone(),
         file: None,
+        junit: None,
         regressions: Vec::new(),
         environment_changes: Vec::new(),
         error: Some(error),
@@ -261,9 +269,14 @@ pub fn with_baseline(
     if let Err(e) = std::fs::write(&file, markdown::render_with_charts(&comparison, &charts)) {
         return failed(format!("writing {}: {e}", file.display()));
     }
+    let junit = run_dir.join(COMPARISON_JUNIT_FILE);
+    if let Err(e) = std::fs::write(&junit, junit::render(&comparison)) {
+        return failed(format!("writing {}: {e}", junit.display()));
+    }
     RunComparison {
         baseline: planned.shown.clone(),
         file: Some(COMPARISON_FILE.to_string()),
+        junit: Some(COMPARISON_JUNIT_FILE.to_string()),
         regressions: comparison.regressions,
         environment_changes: comparison.environment.changes,
         error: None,
