@@ -57,7 +57,7 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("pipeline-pg-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let server = Server {
+        let mut server = Server {
             dir: dir.clone(),
             port: free_port(),
         };
@@ -99,9 +99,12 @@ impl Server {
                 .output()
                 .unwrap(),
         );
-        check(
-            "pg_ctl start",
-            as_postgres("pg_ctl")
+        // The port was free when picked, but is not held: another process
+        // may bind it before the server does. Such a start fails with
+        // "Address already in use" in the log; pick again then (the port
+        // race is the only failure retried).
+        for attempt in 1.. {
+            let out = as_postgres("pg_ctl")
                 .arg("-D")
                 .arg(dir.join("data"))
                 .arg("-l")
@@ -115,8 +118,16 @@ impl Server {
                 ))
                 .arg("start")
                 .output()
-                .unwrap(),
-        );
+                .unwrap();
+            let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+            if !out.status.success() && attempt < 5 && log.contains("Address already in use") {
+                let _ = std::fs::remove_file(dir.join("log"));
+                server.port = free_port();
+                continue;
+            }
+            check("pg_ctl start", out);
+            break;
+        }
         server
     }
 
