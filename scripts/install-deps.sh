@@ -17,6 +17,10 @@ packages+=(libxml2-utils)
 # server (initdb in a temporary folder, a loopback port) for `pipeline
 # publish` and `history --db`, and runs the Grafana dashboard's SQL.
 packages+=(postgresql)
+# prometheus, prometheus-pushgateway: runner/cli/tests/prometheus.rs starts
+# its own of each on loopback ports (scraping `run --metrics-listen`, taking
+# `--metrics-push`); the services the packages install are stopped below.
+packages+=(prometheus prometheus-pushgateway)
 # tmux: the package tier (runner/cli/tests/package.rs) types `pipeline r` +
 # Tab into a real interactive bash and reads the completions off the screen.
 packages+=(tmux)
@@ -42,6 +46,16 @@ if ((${#missing[@]})); then
       "${sudo_cmd[@]}" update-rc.d docker-registry disable >/dev/null 2>&1 || true
     fi
   fi
+  for service in prometheus prometheus-pushgateway; do
+    # Debian starts them on install (ports 9090 and 9091, every interface).
+    [[ " ${missing[*]} " == *" $service "* ]] || continue
+    if [ -d /run/systemd/system ]; then
+      "${sudo_cmd[@]}" systemctl disable --now "$service" >/dev/null 2>&1 || true
+    else
+      "${sudo_cmd[@]}" service "$service" stop >/dev/null 2>&1 || true
+      "${sudo_cmd[@]}" update-rc.d "$service" disable >/dev/null 2>&1 || true
+    fi
+  done
   if [[ " ${missing[*]} " == *" postgresql "* ]]; then
     # Debian's postinst creates and starts a cluster 15/main on port 5432.
     # The tests start their own; stop this one and keep it from booting.

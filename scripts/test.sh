@@ -66,7 +66,7 @@ eval "$(./target/debug/pipeline sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
 # Every live tier but lab, package and readme on (pipeline-test-tiers; plain
 # `cargo test` lists them as ignored): the sandbox above, sshd hosts and
 # registries the tests start, the release roots, the integrations (JUnit XSD,
-# PostgreSQL). lab, package and readme run later, on their own.
+# PostgreSQL, Prometheus). lab, package and readme run later, on their own.
 export PIPELINE_TEST_TIERS=cluster,hosts,registry,roots,integrations
 # Ceph tests share one cluster: they take a lock among themselves, the rest run in parallel.
 log="$(mktemp)"

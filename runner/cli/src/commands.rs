@@ -112,12 +112,51 @@ fn signals_and_subreaper() -> Result<Signals, CliError> {
     Ok(signals)
 }
 
+/// `run`'s `--metrics-listen`, `--metrics-linger`, `--metrics-push`.
+pub struct LiveFlags {
+    pub listen: Option<String>,
+    pub linger: std::time::Duration,
+    pub push: Option<String>,
+}
+
+/// The live export the flags ask for: the push URL checked and the
+/// listener bound before anything runs (a taken port is an error now, not
+/// a surprise after an hour of benchmark).
+fn live_export(flags: LiveFlags) -> Result<Option<runner::LiveExport>, CliError> {
+    if flags.listen.is_none() && flags.push.is_none() {
+        return Ok(None);
+    }
+    if let Some(url) = &flags.push {
+        pipeline_engine::http_url::parse(url).map_err(|e| {
+            CliError::invalid(format!("--metrics-push {url}: the URL {e}"))
+                .with_help("a Pushgateway's address, e.g. http://127.0.0.1:9091")
+        })?;
+    }
+    let metrics = std::sync::Arc::new(pipeline_engine::live_metrics::LiveMetrics::new());
+    let linger = match &flags.listen {
+        Some(addr) => {
+            let bound =
+                pipeline_engine::live_metrics::listen(addr, std::sync::Arc::clone(&metrics))
+                    .map_err(|e| CliError::failed(e.to_string()))?;
+            eprintln!("metrics: http://{bound}/metrics");
+            Some(flags.linger)
+        }
+        None => None,
+    };
+    Ok(Some(runner::LiveExport {
+        metrics,
+        linger,
+        push: flags.push,
+    }))
+}
+
 pub fn run(
     file: &Path,
     sets: &[String],
     out: Option<PathBuf>,
     only: &[String],
     locked: bool,
+    live: LiveFlags,
 ) -> CliResult {
     let signals = signals_and_subreaper()?;
     let registry = registry();
@@ -128,11 +167,13 @@ pub fn run(
         ..Default::default()
     };
     let plan = compile_file(file, &registry, &options)?;
+    let live = live_export(live)?;
     let opts = RunOptions {
         out_dir: out,
         runs_root: PathBuf::from("runs"),
         signals,
         progress: Progress::auto(),
+        live,
     };
     let outcome = runner::run(&plan, opts).map_err(|e| CliError::failed(e.to_string()))?;
     let r = &outcome.results;

@@ -69,6 +69,24 @@ enum Command {
         /// them: fail when the lock is missing or stale.
         #[arg(long)]
         locked: bool,
+        /// Serve the run's figures for Prometheus at http://ADDR/metrics
+        /// while it runs (OpenMetrics): the running stage, its per-second
+        /// series, the watched hosts' telemetry, finished stages' figures.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<String>,
+        /// With --metrics-listen: after the run, wait up to this many seconds
+        /// for one more scrape, so the last stages' figures are not missed.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = 30,
+            requires = "metrics_listen"
+        )]
+        metrics_linger: u64,
+        /// At the end of the run, PUT its figures to this Prometheus
+        /// Pushgateway (http://HOST:PORT), grouped by suite and run id.
+        #[arg(long, value_name = "URL")]
+        metrics_push: Option<String>,
     },
     /// Resolve the suite's `oci://` plugins to digests, pull them into the
     /// cache, and write SUITE.lock next to it (entries already locked are kept).
@@ -321,7 +339,21 @@ fn main() -> ExitCode {
             out,
             only,
             locked,
-        } => commands::run(&file, &set, out, &only, locked),
+            metrics_listen,
+            metrics_linger,
+            metrics_push,
+        } => commands::run(
+            &file,
+            &set,
+            out,
+            &only,
+            locked,
+            commands::LiveFlags {
+                listen: metrics_listen,
+                linger: std::time::Duration::from_secs(metrics_linger),
+                push: metrics_push,
+            },
+        ),
         Command::Lock { file, update } => registry_commands::lock(&file, update),
         Command::Report { run_dir } => commands::report(&run_dir),
         Command::Cleanup { run_dir } => commands::cleanup(&run_dir),

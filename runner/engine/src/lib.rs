@@ -19,6 +19,7 @@ pub mod history;
 pub mod host;
 pub mod host_watch;
 pub mod hosts;
+pub mod live_metrics;
 pub mod orphans;
 mod per_host;
 pub mod plan;
@@ -38,5 +39,6 @@ pub mod terminal;
 pub use pipeline_model as model;
 // The stage API lives in its own crate; re-exported so the engine reads as one.
 pub use pipeline_stage_api::{
-    client_root, context, exec, ledger_journal, params, registry, remote_worker, secrets, stage,
+    client_root, context, exec, http_url, ledger_journal, params, registry, remote_worker, secrets,
+    stage,
 };

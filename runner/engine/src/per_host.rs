@@ -34,6 +34,8 @@ pub(crate) struct HostJob<'a> {
     pub(crate) cancel: &'a CancelToken,
     pub(crate) progress: &'a (dyn Fn(&str) + Sync),
     pub(crate) redactor: &'a crate::secrets::Redactor,
+    /// Where the stage's per-second figures go (`--metrics-listen`).
+    pub(crate) live: Option<std::sync::Arc<crate::live_metrics::LiveMetrics>>,
 }
 
 /// One host's run of a stage, before it is merged with the other hosts'.
@@ -179,6 +181,9 @@ impl HostJob<'_> {
         });
         if let Some(seat) = seat {
             ctx.join_start_barrier(seat);
+        }
+        if let Some(live) = &self.live {
+            ctx.set_live(live.clone());
         }
         let outcome: Result<StageOutput, StageError> = match std::fs::create_dir_all(&work_dir) {
             Err(e) => Err(StageError::io(

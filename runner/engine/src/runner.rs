@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -11,6 +12,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use crate::cancel::{CancelToken, Signals};
 use crate::context::{Resource, sanitize};
 use crate::exec::format_duration;
+use crate::live_metrics::LiveMetrics;
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::repetition;
@@ -25,6 +27,19 @@ pub struct RunOptions {
     pub runs_root: PathBuf,
     pub signals: Signals,
     pub progress: Progress,
+    /// Figures for Prometheus while the run runs (`--metrics-listen`,
+    /// `--metrics-push`).
+    pub live: Option<LiveExport>,
+}
+
+/// Where a run's live figures go.
+pub struct LiveExport {
+    /// The view a `--metrics-listen` endpoint serves (already listening).
+    pub metrics: Arc<LiveMetrics>,
+    /// After the run, how long to wait for one more scrape (`None`: nobody scrapes).
+    pub linger: Option<Duration>,
+    /// A Pushgateway the run's figures are PUT to at the end.
+    pub push: Option<String>,
 }
 
 pub struct RunOutcome {
@@ -57,6 +72,10 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<RunOutcome, RunError> {
         started,
         lock,
     } = start_run(plan, opts.out_dir, &opts.runs_root, opts.progress)?;
+    if let Some(live) = opts.live {
+        live.metrics.run_started(&plan.name, &runner.results.run_id);
+        runner.live = Some(live);
+    }
     let said = crate::cluster_flags::set(
         &plan.ceph,
         &runner.run_dir,
@@ -203,11 +222,34 @@ fn finish_run(
             .progress
             .line(&format!("warning: could not write the report: {e}"));
     }
+    if let Some(live) = &runner.live {
+        export_at_end(live, &runner.progress);
+    }
     RunOutcome {
         run_dir: runner.run_dir,
         report_path,
         results: runner.results,
         save_error: runner.save_error,
+    }
+}
+
+/// The run's last figures to a Pushgateway, then a last scrape waited for.
+/// Neither can fail the run: its folder is the record.
+fn export_at_end(live: &LiveExport, progress: &Progress) {
+    live.metrics.finish();
+    if let Some(url) = &live.push {
+        match crate::live_metrics::push(url, &live.metrics) {
+            Ok(()) => progress.line(&format!("metrics pushed to {url}")),
+            Err(e) => progress.line(&format!("warning: {e}")),
+        }
+    }
+    if let Some(linger) = live.linger
+        && !live.metrics.wait_for_scrape(linger)
+    {
+        progress.line(&format!(
+            "warning: no scrape of --metrics-listen within {} of the run's end; the last stages' figures may be missing from Prometheus",
+            format_duration(linger)
+        ));
     }
 }
 
@@ -318,6 +360,8 @@ struct Runner<'p> {
     /// The cluster watch's sampler, started at the first watched stage and
     /// stopped when the runner is dropped.
     cluster_sampler: Option<crate::cluster_watch::Sampler>,
+    /// Where live figures go (`--metrics-listen`, `--metrics-push`).
+    live: Option<LiveExport>,
 }
 
 /// What the suite's rounds leave for the end of the run.
@@ -355,6 +399,7 @@ impl<'p> Runner<'p> {
             save_error: None,
             versions: Default::default(),
             cluster_sampler: None,
+            live: None,
             results,
         }
     }
@@ -427,6 +472,7 @@ impl<'p> Runner<'p> {
                 *succeeded.entry(record.id.clone()).or_default() += 1;
             }
             kill_orphans(&mut record);
+            self.live_stage_finished(&record);
             self.append_stage_record(record);
             self.save();
         }
@@ -452,6 +498,7 @@ impl<'p> Runner<'p> {
                 self.run_stage(stage, &cleanup_cancel)
             };
             kill_orphans(&mut record);
+            self.live_stage_finished(&record);
             self.append_cleanup_record(record);
             self.save();
         }
@@ -475,6 +522,17 @@ impl<'p> Runner<'p> {
             ));
         }
         self.save();
+    }
+
+    /// The live view of the run (`--metrics-listen`), when there is one.
+    fn live_metrics(&self) -> Option<Arc<LiveMetrics>> {
+        self.live.as_ref().map(|l| Arc::clone(&l.metrics))
+    }
+
+    fn live_stage_finished(&self, record: &StageRecord) {
+        if let Some(live) = &self.live {
+            live.metrics.stage_finished(record);
+        }
     }
 
     /// Adds a finished benchmark stage's record to the results.

@@ -89,6 +89,7 @@ fn run(report: &str) -> RunResults {
             runs_root: dir.clone(),
             signals: Default::default(),
             progress: Progress::Quiet,
+            live: None,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

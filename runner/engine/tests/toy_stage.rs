@@ -53,6 +53,7 @@ fn the_toy_stage_runs_and_reports_its_declared_metric() {
             runs_root: dir.clone(),
             signals: Default::default(),
             progress: Progress::Quiet,
+            live: None,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

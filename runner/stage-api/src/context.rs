@@ -191,6 +191,8 @@ pub struct StageContext<'a> {
     /// The client tools its commands ran (see [`client_root::tool_of`]):
     /// whose versions the run records for this stage.
     pub(crate) tools_used: Vec<&'static str>,
+    /// Where per-second figures go while the stage runs (`--metrics-listen`).
+    pub(crate) live: Option<std::sync::Arc<dyn crate::live::LiveSink>>,
 }
 
 /// What the engine hands a stage instance when it starts it.
@@ -239,6 +241,21 @@ impl<'a> StageContext<'a> {
             synchronized_start: None,
             client: parts.client,
             tools_used: Vec::new(),
+            live: None,
+        }
+    }
+
+    /// Sends this stage's per-second figures to `sink` as they are measured.
+    pub fn set_live(&mut self, sink: std::sync::Arc<dyn crate::live::LiveSink>) {
+        self.live = Some(sink);
+    }
+
+    /// One finished second of the series `series` (see
+    /// [`LiveSink::point`](crate::live::LiveSink::point)); nothing when no
+    /// one listens.
+    pub fn live_point(&self, series: &str, unit: &str, t_s: f64, value: f64) {
+        if let Some(sink) = &self.live {
+            sink.point(&self.instance_id, &self.host.name, series, unit, t_s, value);
         }
     }
 

@@ -17,6 +17,7 @@ pub mod grants;
 pub mod hosts;
 pub mod http_url;
 pub mod ledger_journal;
+pub mod live;
 pub mod metric;
 pub mod params;
 pub mod registry;

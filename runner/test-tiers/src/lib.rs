@@ -48,7 +48,7 @@ pub enum Tier {
     Readme,
     /// The real components results go to, started or used by the tests
     /// (scripts/install-deps.sh installs them): the JUnit XSD and xmllint,
-    /// PostgreSQL.
+    /// PostgreSQL, Prometheus and its Pushgateway.
     Integrations,
     /// The .deb (scripts/build-deb.sh, over a release build) installed into a
     /// Debian root of the release matrix: root, the roots, tmux.
@@ -93,7 +93,7 @@ impl Tier {
                 "root and the README's prerequisites in place (the block runs offline: scripts/readme-using-it.sh)"
             }
             Tier::Integrations => {
-                "the JUnit XSD, xmllint and PostgreSQL that scripts/install-deps.sh installs"
+                "the JUnit XSD, xmllint, PostgreSQL, Prometheus and its Pushgateway that scripts/install-deps.sh installs"
             }
             Tier::Package => {
                 "root, a release build, the Debian roots and tmux: the .deb installed into a root"

@@ -62,6 +62,7 @@ fn run(file: &Path) -> RunResults {
             runs_root: std::env::temp_dir(),
             signals: Signals::default(),
             progress: Progress::Quiet,
+            live: None,
         },
     )
     .unwrap()

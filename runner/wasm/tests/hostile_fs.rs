@@ -68,6 +68,7 @@ impl Layout {
                 runs_root: self.dir.clone(),
                 signals: Signals::default(),
                 progress: Progress::Quiet,
+                live: None,
             },
         )
         .unwrap()

@@ -235,6 +235,26 @@ impl Recorder {
             .collect()
     }
 
+    /// Each operation's last finished second of the measured phase, as the
+    /// points of [`series`](Self::series) will have it: `(series name, unit,
+    /// t_s, value)`, under the same names.
+    pub fn last_seconds(&self) -> Vec<(String, &'static str, f64, f64)> {
+        let mut out = Vec::new();
+        for (op, per) in &self.per_second {
+            let last = |points: &Vec<[f64; 2]>| points.last().copied();
+            for (name, unit, point) in [
+                ("ops_per_s", unit::OPS_PER_S, last(&per.ops)),
+                ("bandwidth", unit::MIB_PER_S, last(&per.mib_s)),
+                ("latency_p99", unit::MICROSECONDS, last(&per.p99_us)),
+            ] {
+                if let Some([t, value]) = point {
+                    out.push((format!("{}_{name}", op.as_str()), unit, t, value));
+                }
+            }
+        }
+        out
+    }
+
     /// `(ops, errors)` of a phase over all operations.
     pub fn totals(&self, phase: Phase) -> (u64, u64) {
         self.stats

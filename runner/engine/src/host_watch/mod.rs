@@ -183,6 +183,16 @@ pub fn latency_bound(watches: &[HostWatch]) -> bool {
 /// each host's samples and verdict, this machine first. A host that cannot
 /// be watched (its session fails) gets a record that says why.
 pub fn beside<R>(remotes: &[Host], body: impl FnOnce() -> R) -> (R, Vec<HostWatch>) {
+    beside_live(remotes, None, body)
+}
+
+/// As [`beside`], each second's sample of each host also handed to `live`
+/// (`--metrics-listen`) as it is read.
+pub fn beside_live<R>(
+    remotes: &[Host],
+    live: Option<Arc<crate::live_metrics::LiveMetrics>>,
+    body: impl FnOnce() -> R,
+) -> (R, Vec<HostWatch>) {
     let start = Instant::now();
     let stop: Stop = Arc::new((Mutex::new(false), Condvar::new()));
     let mut running = Vec::new();
@@ -200,7 +210,9 @@ pub fn beside<R>(remotes: &[Host], body: impl FnOnce() -> R) -> (R, Vec<HostWatc
                     Source::Local => None,
                 };
                 let stop = Arc::clone(&stop);
-                let thread = std::thread::spawn(move || sample_until(&stop, start, source));
+                let live = live.clone().map(|l| (l, name.clone()));
+                let thread =
+                    std::thread::spawn(move || sample_until(&stop, start, source, live.as_ref()));
                 running.push((name, child, thread));
             }
             Err(error) => failed.push(HostWatch {
@@ -263,9 +275,10 @@ fn sample_until(
     stop: &(Mutex<bool>, Condvar),
     start: Instant,
     mut source: Source,
+    live: Option<&(Arc<crate::live_metrics::LiveMetrics>, String)>,
 ) -> (HostWatch, BTreeMap<String, procfs::LinkRate>) {
     let cpu_at_start = thread_cpu_s();
-    let mut watch = sample_loop(stop, start, &mut source);
+    let mut watch = sample_loop(stop, start, &mut source, live);
     watch.sampler_cpu_s = ((thread_cpu_s() - cpu_at_start) * 1e6).round() / 1e6;
     let rates = source.rates(&watch.samples);
     if let Source::Remote(session) = source {
@@ -288,7 +301,12 @@ fn thread_cpu_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-fn sample_loop(stop: &(Mutex<bool>, Condvar), start: Instant, source: &mut Source) -> HostWatch {
+fn sample_loop(
+    stop: &(Mutex<bool>, Condvar),
+    start: Instant,
+    source: &mut Source,
+    live: Option<&(Arc<crate::live_metrics::LiveMetrics>, String)>,
+) -> HostWatch {
     let mut watch = HostWatch::default();
     let mut before = match source.read() {
         Ok(s) => s,
@@ -327,9 +345,11 @@ fn sample_loop(stop: &(Mutex<bool>, Condvar), start: Instant, source: &mut Sourc
                     let seconds = now.duration_since(before_at).as_secs_f64();
                     let t_s = now.duration_since(start).as_secs_f64();
                     if watch.samples.len() < MAX_SAMPLES {
-                        watch
-                            .samples
-                            .push(procfs::between(&before, &after, seconds, t_s));
+                        let sample = procfs::between(&before, &after, seconds, t_s);
+                        if let Some((live, host)) = live {
+                            live.host_sample(host, &sample);
+                        }
+                        watch.samples.push(sample);
                     } else {
                         watch.dropped += 1;
                     }

@@ -134,6 +134,9 @@ impl Runner<'_> {
             .progress
             .start(&stage.instance_id, &stage.plugin.description.name);
         let show = |m: &str| bar.message(m);
+        if let Some(live) = self.live_metrics() {
+            live.stage_started(&stage.instance_id, &stage.plugin.description.name);
+        }
         let during_dir = self.stage_dir(stage).join("during");
         let conn = self.watches_cluster(stage).then(|| self.plan.ceph.clone());
         let watch_host = self.plan.watch_hosts && is_benchmark(stage);
@@ -147,6 +150,7 @@ impl Runner<'_> {
                 watched_hosts.push(host.clone());
             }
         }
+        let live = self.live_metrics();
         let (((tools, watch), host), events) =
             crate::during::beside(&during, &during_dir, &show, || {
                 let mut run = || self.run_repetitions(stage, &params, &mut record, cancel, &show);
@@ -159,7 +163,7 @@ impl Runner<'_> {
                     None => (run(), None),
                 };
                 if watch_host {
-                    crate::host_watch::beside(&watched_hosts, watched)
+                    crate::host_watch::beside_live(&watched_hosts, live.clone(), watched)
                 } else {
                     (watched(), Vec::new())
                 }
@@ -337,6 +341,7 @@ impl Runner<'_> {
             cancel,
             progress: show,
             redactor: &self.plan.redactor,
+            live: self.live_metrics(),
         };
         if stage.fans_out() {
             job.run_on_each_host(work_dir, &mut self.ledger)

@@ -112,6 +112,7 @@ pub fn run_plugin_yaml(
             runs_root: dir.clone(),
             signals,
             progress: Progress::Quiet,
+            live: None,
         },
     )
     .unwrap();

@@ -31,6 +31,9 @@ pub trait LoadHost {
     /// Every 50 ms while the load runs: the operations completed in each
     /// finished second of the measured phase so far.
     fn measured_seconds(&self, _ops_per_second: &[f64]) {}
+    /// The last finished second of a series (`--metrics-listen`); see
+    /// `StageContext::live_point`.
+    fn live_point(&self, _series: &str, _unit: &str, _t_s: f64, _value: f64) {}
 }
 
 impl LoadHost for StageContext<'_> {
@@ -54,5 +57,8 @@ impl LoadHost for StageContext<'_> {
     }
     fn mark_removed(&mut self, kind: &str, name: &str) {
         StageContext::mark_removed(self, kind, name);
+    }
+    fn live_point(&self, series: &str, unit: &str, t_s: f64, value: f64) {
+        StageContext::live_point(self, series, unit, t_s, value);
     }
 }

@@ -281,6 +281,15 @@ impl<'a> PhaseController<'a> {
         if finished > self.seconds_handed {
             self.seconds_handed = finished;
             self.host.measured_seconds(&self.ops_per_second());
+            let last = self
+                .shared
+                .recorder
+                .lock()
+                .expect("recorder lock")
+                .last_seconds();
+            for (series, unit, t_s, value) in last {
+                self.host.live_point(&series, unit, t_s, value);
+            }
         }
     }
 
