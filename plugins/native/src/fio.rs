@@ -20,6 +20,8 @@ use serde_json::{Map, Value};
 
 use crate::ceph::{IMAGE, admin};
 
+mod search;
+
 pub struct Fio;
 
 /// fio's figures of one I/O direction, as `pipeline_parsers::fio` names
@@ -244,6 +246,10 @@ impl TypedStage for Fio {
 
     fn client_root(&self) -> bool {
         true
+    }
+
+    fn rate_search(&self) -> Option<pipeline_stage_api::rate_search::RateSearch> {
+        Some(search::rate_search())
     }
 
     fn check(&self, config: &Config) -> Vec<(String, String)> {

@@ -584,8 +584,67 @@ fn a_binary_named_by_the_inventory_that_is_not_a_worker_is_refused_by_name() {
     }
 }
 
+/// `search:` from two client hosts: every step's rate is split between
+/// them, the knee is judged on the merged (host=all) figures, and the hold
+/// ran at its share of the knee on each host.
+fn a_knee_search_from_two_hosts_splits_each_steps_rate_between_them() {
+    let sshd = Sshd::start();
+    let (file, run_dir) = suite(&sshd, "knee");
+    let (code, r, output) = run_suite(&file, &run_dir, &[]);
+    assert_eq!(code, Some(0), "{output}");
+    let s = stage(&r, "s3");
+    let top = |name: &str| {
+        s["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name && m["labels"].get("search_step").is_none())
+            .and_then(|m| m["value"].as_f64())
+            .unwrap_or_else(|| panic!("no {name}: {s:#}"))
+    };
+    let knee = top("knee");
+    assert!(knee >= 100.0, "{knee}");
+    assert!(knee < 40000.0, "a step above the knee failed");
+    let notes = s["notes"].to_string();
+    assert!(notes.contains("did not ("), "{notes}");
+    // The hold: each host at half the hold's target.
+    let hold = top("hold_target_rate");
+    for host in ["node1", "node2"] {
+        let each = value(s, "target_rate", &[("host", host)]);
+        assert!(
+            (each - hold / 2.0).abs() < 1e-6,
+            "{host}: {each}, hold {hold}"
+        );
+        assert!(
+            value(
+                s,
+                "ops",
+                &[("host", host), ("op", "get"), ("phase", "measure")]
+            ) > 0.0
+        );
+    }
+    // The figures judged are host=all's: its p99 from the merged histograms.
+    assert!(
+        find(
+            s,
+            "latency_p99",
+            &[("host", "all"), ("op", "get"), ("phase", "measure")]
+        )
+        .is_some()
+    );
+    assert!(top("search_steps") >= 3.0);
+    // One bucket name per host, made and removed again by every step and
+    // the hold: the ledger has each once.
+    assert_nothing_left(&sshd, "clients-knee", &r, 2);
+}
+
 fn main() {
     pipeline_test_tiers::run(vec![
+        live(
+            "a_knee_search_from_two_hosts_splits_each_steps_rate_between_them",
+            &[Tier::Cluster, Tier::Hosts],
+            a_knee_search_from_two_hosts_splits_each_steps_rate_between_them,
+        ),
         live(
             "two_hosts_count_what_the_gateway_counts_and_merge_their_histograms",
             &[Tier::Cluster, Tier::Hosts],

@@ -19,6 +19,7 @@ pub mod history;
 pub mod host;
 pub mod host_watch;
 pub mod hosts;
+pub mod knee;
 pub mod live_metrics;
 pub mod orphans;
 mod per_host;

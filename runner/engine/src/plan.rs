@@ -85,6 +85,8 @@ pub struct PlannedStage {
     /// Runs of each instance (`repeat:`, at least 1), and the pause between them.
     pub repeat: u32,
     pub repeat_pause: Duration,
+    /// `search:`: each repetition finds the knee instead of running once.
+    pub search: Option<crate::knee::PlannedSearch>,
     /// `client:`: the client tools this instance runs (`None`: this
     /// machine's own, unnamed).
     pub client: Option<StageClient>,

@@ -107,7 +107,13 @@ pub fn summarize(
     max_cv_percent: f64,
 ) -> Repetitions {
     let mut groups: Vec<(RepetitionSummary, Vec<f64>)> = Vec::new();
-    for m in &record.metrics {
+    // A search's step K is a different rate in each repetition: its
+    // figures do not summarise across them (the knee does).
+    let steps = record
+        .metrics
+        .iter()
+        .filter(|m| !m.labels.contains_key(crate::knee::curve::STEP_LABEL));
+    for m in steps {
         let mut labels = m.labels.clone();
         labels.remove(REPETITION_LABEL);
         match groups

@@ -20,6 +20,7 @@ use crate::report;
 use crate::results::{PipelineInfo, RunResults, RunStatus, RunnerInfo, StageRecord, StageStatus};
 
 mod stage_run;
+mod stage_search;
 
 pub struct RunOptions {
     /// `--out DIR`; default `runs/<run id>`.

@@ -20,6 +20,7 @@ pub mod ledger_journal;
 pub mod live;
 pub mod metric;
 pub mod params;
+pub mod rate_search;
 pub mod registry;
 pub mod remote_worker;
 pub mod safe_fs;

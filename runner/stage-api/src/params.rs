@@ -258,18 +258,18 @@ pub enum DurationError {
     #[error("empty duration")]
     Empty,
     /// A number with nothing after it, in a text with units (`1h30`).
-    #[error("missing unit after `{0}` (use ms, s, m or h)")]
+    #[error("missing unit after `{0}` (use us, ms, s, m or h)")]
     MissingUnit(String),
     #[error("expected a duration such as 30s, 5m or 1h30m")]
     Malformed,
-    #[error("unknown duration unit `{0}` (use ms, s, m or h)")]
+    #[error("unknown duration unit `{0}` (use us, ms, s, m or h)")]
     UnknownUnit(String),
     /// Negative, not finite, or beyond a billion seconds.
     #[error("duration out of range")]
     OutOfRange,
 }
 
-/// `90s`, `5m`, `1h30m`, `250ms`, `2.5s` or a bare number of seconds.
+/// `90s`, `5m`, `1h30m`, `250ms`, `500us`, `2.5s` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if let Ok(secs) = text.parse::<f64>() {
@@ -291,11 +291,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             .unwrap_or(tail.len());
         let (unit, next) = tail.split_at(unit_end);
         let factor = match unit.trim() {
+            "us" | "µs" => 0.000_001,
             "ms" => 0.001,
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            _ => return Err(DurationError::UnknownUnit(unit.to_string())),
+            _ => return Err(DurationError::UnknownUnit(unit.trim().to_string())),
         };
         total += value * factor;
         rest = next;
@@ -398,15 +399,16 @@ mod tests {
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("12").unwrap(), Duration::from_secs(12));
+        assert_eq!(parse_duration("500us").unwrap(), Duration::from_micros(500));
         assert_eq!(
             parse_duration("5 minutes"),
-            Err(DurationError::UnknownUnit(" minutes".into()))
+            Err(DurationError::UnknownUnit("minutes".into()))
         );
         assert_eq!(parse_duration("-1"), Err(DurationError::OutOfRange));
         assert_eq!(parse_duration(""), Err(DurationError::Empty));
         assert_eq!(
             parse_duration("1h30").unwrap_err().to_string(),
-            "missing unit after `30` (use ms, s, m or h)"
+            "missing unit after `30` (use us, ms, s, m or h)"
         );
     }
 

@@ -294,4 +294,11 @@ pub trait Stage: Send + Sync {
     fn config_schema(&self) -> Option<serde_json::Value> {
         None
     }
+
+    /// Whether a suite's `search:` can find the stage's knee: a stage that
+    /// follows a target rate says how the rate is set and which figures
+    /// tell what a step achieved (native stages only).
+    fn rate_search(&self) -> Option<crate::rate_search::RateSearch> {
+        None
+    }
 }

@@ -198,6 +198,12 @@ pub trait TypedStage: Send + Sync + 'static {
         None
     }
 
+    /// See [`Stage::rate_search`]; the search's metrics are then declared
+    /// beside [`About::metrics`].
+    fn rate_search(&self) -> Option<crate::rate_search::RateSearch> {
+        None
+    }
+
     /// Checks that need more than types. Returned messages name the parameter.
     fn check(&self, _config: &Self::Config) -> Vec<(String, String)> {
         Vec::new()
@@ -280,6 +286,9 @@ impl<S: TypedStage> Stage for Typed<S> {
             // With `sync_start: true` the engine adds how the hosts started.
             metrics.extend(crate::start_report::metrics());
         }
+        if let Some(search) = self.0.rate_search() {
+            metrics.extend(crate::rate_search::metrics(search.spec.rate_unit));
+        }
         StageDescription {
             name: about.name.into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -327,6 +336,10 @@ impl<S: TypedStage> Stage for Typed<S> {
 
     fn config_schema(&self) -> Option<Value> {
         Some(config_schema::<S::Config>())
+    }
+
+    fn rate_search(&self) -> Option<crate::rate_search::RateSearch> {
+        self.0.rate_search()
     }
 }
 

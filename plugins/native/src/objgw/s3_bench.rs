@@ -50,6 +50,10 @@ impl TypedStage for S3Bench {
         )
     }
 
+    fn rate_search(&self) -> Option<pipeline_stage_api::rate_search::RateSearch> {
+        Some(load::rate_search())
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         config
             .load
@@ -78,7 +82,7 @@ impl TypedStage for S3Bench {
             secret_key: Some(endpoint.secret_key),
             profile: None,
             unsigned_payload: config.unsigned_payload,
-            load: config.load.clone(),
+            load: config.load.per_host(ctx.targets.len()),
         };
         clients::run("s3-bench", &resolved, &config.load, ctx)
     }

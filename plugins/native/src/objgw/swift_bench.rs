@@ -50,6 +50,10 @@ impl TypedStage for SwiftBench {
         )
     }
 
+    fn rate_search(&self) -> Option<pipeline_stage_api::rate_search::RateSearch> {
+        Some(load::rate_search())
+    }
+
     fn check(&self, config: &Config) -> Vec<(String, String)> {
         config
             .load
@@ -72,7 +76,7 @@ impl TypedStage for SwiftBench {
             user: Some(auth.user),
             key: Some(auth.key),
             storage_hosts: auth.storage_hosts,
-            load: config.load.clone(),
+            load: config.load.per_host(ctx.targets.len()),
         };
         clients::run("swift-bench", &resolved, &config.load, ctx)
     }

@@ -74,6 +74,9 @@ fn compile_stage(
         diags,
     );
     let (repeat, repeat_pause) = repetitions(scope, stage, diags);
+    let search = plugin
+        .as_ref()
+        .and_then(|p| check_search(scope, stage, p, diags));
     let during = check_during(scope, stage, diags);
     let matrix = stage
         .matrix
@@ -139,6 +142,7 @@ fn compile_stage(
             sync_start,
             repeat,
             repeat_pause,
+            search: search.clone(),
             client,
             during: during.clone(),
         });
@@ -287,6 +291,32 @@ fn check_sync_start(
         );
     }
     true
+}
+
+/// The stage's `search:`, checked against what its plugin can be searched by.
+fn check_search(
+    scope: &Scope,
+    stage: &StageConfig,
+    plugin: &RegisteredStage,
+    diags: &mut Diagnostics,
+) -> Option<crate::knee::PlannedSearch> {
+    let config = stage.search.as_ref()?;
+    let rate_search = plugin.stage.rate_search();
+    match crate::knee::config::check(
+        config,
+        &plugin.description.name,
+        rate_search.as_ref(),
+        &plugin.description.metrics,
+        scope.source,
+    ) {
+        Ok(planned) => Some(planned),
+        Err(problems) => {
+            for d in problems {
+                diags.push(d);
+            }
+            None
+        }
+    }
 }
 
 /// Most repetitions of one instance: a typo (`repeat: 1000000`) should not
@@ -718,6 +748,24 @@ fn check_instance(
                 .find(|(k, _)| k.key_text() == param)
                 .map_or(stage.uses.loc, |(_, v)| v.loc);
             diags.push(scope.err(at_instance(format!("parameter `{param}`: {message}")), loc));
+        }
+        if let (Some(search), Some(rate_search)) =
+            (&stage.search, instance.plugin.stage.rate_search())
+        {
+            for (param, message) in (rate_search.check)(&params) {
+                // `options.rw` is under `options`.
+                let top = param.split('.').next().unwrap_or_default();
+                let loc = with
+                    .iter()
+                    .find(|(k, _)| k.key_text() == top)
+                    .map_or(search.loc, |(_, v)| v.loc);
+                diags.push(scope.err(
+                    at_instance(format!(
+                        "`search:` cannot set the rate: `{param}` {message}"
+                    )),
+                    loc,
+                ));
+            }
         }
     }
 }

@@ -180,6 +180,12 @@ pub struct StageConfig {
     /// Pause between repetitions, e.g. `10s` (default none).
     #[serde(default)]
     pub repeat_pause: Option<Sp<String>>,
+    /// Find the knee: the highest target rate that holds a latency SLO, e.g.
+    /// `{slo: {metric: latency_p99, below: 50ms}, start: 100, max: 20000,
+    /// precision: 5%}` (s3-bench, swift-bench, fio). The stage's figures
+    /// are then a final hold at `hold` (85%) of the knee.
+    #[serde(default)]
+    pub search: Option<Sp<crate::knee::SearchConfig>>,
     /// Pin a plugin file: its SHA-256 (hex). A mismatch refuses to load it.
     #[serde(default)]
     pub sha256: Option<Sp<String>>,

@@ -266,4 +266,34 @@ mod tests {
             "{report}"
         );
     }
+
+    /// A figure that was 0 in every repetition has no coefficient of
+    /// variation (`cv_percent` absent): its cell says `-`, the report renders.
+    #[test]
+    fn a_repeated_figure_without_a_spread_renders() {
+        let results = smoke_with(|doc| {
+            doc["stages"][1]["repetitions"] = serde_json::json!({
+                "planned": 2, "completed": 2, "pause_s": 0.0, "max_cv_percent": 10.0,
+                "summaries": [
+                    {"name": "errors", "unit": "count", "direction": "lower", "headline": true,
+                     "n": 2, "median": 0.0, "min": 0.0, "max": 0.0},
+                    {"name": "knee", "unit": "ops/s", "direction": "higher", "headline": true,
+                     "n": 2, "median": 1750.0, "min": 1700.0, "max": 1800.0, "cv_percent": 4.0}
+                ]
+            });
+        });
+        let report = MarkdownExporter::default().export(&results).unwrap();
+        assert!(
+            report.contains("| errors |  | 0 | 0 | 0 | - | 2 | ↓ |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("errors **0** ↓ median of 2<br>"),
+            "{report}"
+        );
+        assert!(
+            report.contains("knee **1750 ops/s** ↑ median of 2, CV 4.0%"),
+            "{report}"
+        );
+    }
 }

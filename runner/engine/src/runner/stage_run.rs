@@ -281,7 +281,7 @@ impl Runner<'_> {
                 }
             }
             let work_dir = repetition_dir(&stage_dir, k, planned, self.round);
-            let ran = self.run_once(stage, params, &work_dir, cancel, show);
+            let ran = self.run_measured(stage, params, &work_dir, cancel, show);
             tools.add(&ran.tools);
             if planned == 1 {
                 self.record_outcome(record, ran, &work_dir);
@@ -321,7 +321,7 @@ impl Runner<'_> {
     }
 
     /// One repetition of the stage: here, or on each of its hosts.
-    fn run_once(
+    pub(super) fn run_once(
         &mut self,
         stage: &PlannedStage,
         params: &crate::params::Params,

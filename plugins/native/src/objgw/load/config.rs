@@ -63,7 +63,7 @@ pub struct LoadConfig {
     /// Share of failed requests (0..1) the stage tolerates; above it the stage fails with the counts. 0: any error fails it.
     #[serde(default)]
     pub max_error_rate: f64,
-    /// Target operations per second of all requests together (default: as fast as `concurrency` allows). Requests then follow a fixed schedule and latency counts from each one's intended start, so a gateway that falls behind shows its queue instead of hiding it (coordinated omission).
+    /// Target operations per second of all requests together, divided evenly among the `on:` client hosts (default: as fast as `concurrency` allows). Requests then follow a fixed schedule and latency counts from each one's intended start, so a gateway that falls behind shows its queue instead of hiding it (coordinated omission).
     #[serde(default)]
     pub rate: Option<f64>,
     /// End the measured phase early once throughput is steady, like fio's `steadystate` and warp's `--autoterm`: when every second of the last `window` is within `within` percent of their mean. `duration` stays the limit; the report says whether steady state was reached.
@@ -199,6 +199,14 @@ fn thousand() -> u32 {
 }
 
 impl LoadConfig {
+    /// The load each of `hosts` client hosts runs: `rate` is the total, so
+    /// each host follows its share of the schedule.
+    pub fn per_host(&self, hosts: usize) -> LoadConfig {
+        let mut each = self.clone();
+        each.rate = self.rate.map(|r| r / hosts.max(1) as f64);
+        each
+    }
+
     pub(super) fn needs_prefill(&self) -> bool {
         match self.workload {
             Workload::Put => false,

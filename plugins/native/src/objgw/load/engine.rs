@@ -316,16 +316,26 @@ pub(super) async fn load_worker(shared: Arc<Shared>, seed: u64, mut abort: watch
         let due = match shared.schedule.get() {
             Some(schedule) => {
                 let due = schedule.next_due();
+                // A timed run issues only what is due before its end. Known
+                // before sleeping, a slot past the end ends the worker now:
+                // idle workers hold slots up to `concurrency` intervals
+                // ahead, and sleeping to them would stretch the measured
+                // phase (and cut its ops/s) by as much.
+                let end = || {
+                    (shared.config.operations.is_none())
+                        .then(|| *shared.measure_start.lock().expect("measure_start lock"))
+                        .flatten()
+                        .map(|s| s + shared.config.duration.0)
+                };
+                if end().is_some_and(|e| due >= e) {
+                    shared.slots.release(index, before);
+                    return;
+                }
                 tokio::select! {
                     _ = tokio::time::sleep_until(due.into()) => {}
                     _ = abort.wait_for(|a| *a) => return,
                 }
-                // A timed run issues only what is due before its end.
-                let end = (shared.config.operations.is_none())
-                    .then(|| *shared.measure_start.lock().expect("measure_start lock"))
-                    .flatten()
-                    .map(|s| s + shared.config.duration.0);
-                if shared.stop_issuing.load(Ordering::Relaxed) || end.is_some_and(|e| due >= e) {
+                if shared.stop_issuing.load(Ordering::Relaxed) || end().is_some_and(|e| due >= e) {
                     shared.slots.release(index, before);
                     return;
                 }

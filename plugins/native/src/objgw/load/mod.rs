@@ -26,6 +26,7 @@ mod engine;
 mod figures;
 mod host;
 mod phases;
+mod search;
 
 use std::sync::Arc;
 
@@ -40,6 +41,7 @@ use engine::Target;
 pub use config::{LoadConfig, LostHosts, Mix, SizeRange, SteadyState, WeightedSize, Workload};
 pub use figures::{about, metrics};
 pub use host::LoadHost;
+pub use search::rate_search;
 
 /// When a load ran at full load, in wall-clock time, and what completed in
 /// each tenth of a second of its measured phase: what the runner needs to

@@ -14,6 +14,7 @@ pub mod axis;
 pub mod bars;
 pub mod curve;
 pub mod host_charts;
+pub mod knee;
 pub mod names;
 pub mod osd_charts;
 pub mod over_runs;
@@ -174,9 +175,12 @@ fn telemetry_charts(
     }) else {
         return;
     };
-    // The OSDs' series first (the cluster's), then each host's.
+    // A search's curve first (its figures are the stage's), then the
+    // OSDs' series (the cluster's), then each host's.
+    let knee = knee::charts(&stage.metrics);
     let osds = stage.cluster.iter().flat_map(osd_charts::charts);
-    for (stem, alt, text) in osds.chain(stage.hosts.iter().flat_map(host_charts::charts)) {
+    let hosts = stage.hosts.iter().flat_map(host_charts::charts);
+    for (stem, alt, text) in knee.into_iter().chain(osds).chain(hosts) {
         let stem = taken
             .entry(folder.clone())
             .or_default()
