@@ -596,6 +596,10 @@ pub enum FaultAction {
     StopHost,
     /// --host's sshd and daemons start again.
     StartHost,
+    /// Each OSD of --host reads and writes its disk at most --iops times a second.
+    SlowDisk,
+    /// The OSDs of --host use their disks at full speed again.
+    RestoreDisk,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -609,6 +613,9 @@ pub struct FaultArgs {
     /// For degrade-link: the link's new rate, e.g. 10mbit.
     #[arg(long)]
     rate: Option<String>,
+    /// For slow-disk: reads (and writes) a second each OSD's disk serves, e.g. 40.
+    #[arg(long)]
+    iops: Option<u64>,
 }
 
 impl FaultArgs {
@@ -628,6 +635,18 @@ impl FaultArgs {
             FaultAction::RestartRgw => Fault::RestartRgw,
             FaultAction::StopHost => Fault::StopHost { host: host()? },
             FaultAction::StartHost => Fault::StartHost { host: host()? },
+            FaultAction::RestoreDisk => Fault::RestoreDisk { host: host()? },
+            FaultAction::SlowDisk => match self.iops {
+                Some(iops) if iops > 0 => Fault::SlowDisk {
+                    host: host()?,
+                    iops,
+                },
+                _ => {
+                    return Err(CliError::invalid(
+                        "slow-disk needs --iops N (N > 0), e.g. --iops 40",
+                    ));
+                }
+            },
             FaultAction::DegradeLink => {
                 let rate = self.rate.as_deref().ok_or_else(|| {
                     CliError::invalid("degrade-link needs --rate RATE, e.g. --rate 10mbit")

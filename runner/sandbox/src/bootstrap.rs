@@ -167,6 +167,9 @@ pub(crate) fn start_daemon(
             pid: read_pid(&pid_path),
         };
         if let Some(pid) = pid_file.live_pid(layout) {
+            if let (true, Some(id)) = (topology.is_lab(), daemon.osd_id()) {
+                crate::lab::disk::join(layout, id, pid)?;
+            }
             return Ok(pid);
         }
         if waited.expired() {
@@ -257,6 +260,10 @@ pub(crate) fn create_osd(
         .args(["-i", &id_text, "--mkfs", "--osd-uuid", &uuid]);
     process::run_ok(mkfs, deadline.limit(STEP_TIMEOUT * 2))
         .map_err(|e| e.in_step(format!("ceph-osd -i {id} --mkfs"), log))?;
+    if topology.is_lab() {
+        // So that `sandbox fault slow-disk` can slow this OSD's disk.
+        crate::lab::disk::attach(layout, id)?;
+    }
     start_daemon(layout, topology, &daemon, deadline)
 }
 

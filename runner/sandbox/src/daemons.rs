@@ -82,6 +82,13 @@ impl Daemon {
     }
 
     /// Ceph's `$name`: `mon.a`, `osd.0`, `client.rgw.sandbox`.
+    /// The number of an OSD; `None` for any other daemon.
+    pub fn osd_id(&self) -> Option<u32> {
+        (self.kind == DaemonKind::Osd)
+            .then(|| self.id.parse().ok())
+            .flatten()
+    }
+
     pub fn name(&self) -> String {
         match self.kind {
             DaemonKind::Rgw => format!("client.{}", self.id),

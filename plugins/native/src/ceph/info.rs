@@ -37,6 +37,8 @@ const QUERIES: &[(&str, &[&str])] = &[
     ("ceph versions", &["versions"]),
     ("ceph status", &["status"]),
     ("ceph osd tree", &["osd", "tree"]),
+    // Each OSD's hostname and disks: a saturated disk is named by its OSD.
+    ("ceph osd metadata", &["osd", "metadata"]),
     ("ceph df", &["df"]),
     ("ceph osd pool ls detail", &["osd", "pool", "ls", "detail"]),
     // The settings the monitors hold (not ceph.conf's): what `pipeline
@@ -50,7 +52,7 @@ impl TypedStage for CephInfo {
     fn about(&self) -> About {
         About {
             name: "ceph-info",
-            summary: "Record the cluster: versions, status, OSD tree, df, pool details, config dump.",
+            summary: "Record the cluster: versions, status, OSD tree and metadata, df, pool details, config dump.",
             per_host: true,
             requires: vec!["ceph"],
             outputs: vec![

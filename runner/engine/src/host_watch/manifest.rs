@@ -38,6 +38,15 @@ pub struct HostManifest {
     /// `/proc/sys/kernel/osrelease` (`uname -r`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
+    /// `/proc/sys/kernel/random/boot_id`: hosts that show the same one are
+    /// network namespaces of one machine (as a lab's are) and share its CPUs
+    /// and disks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// `/proc/sys/kernel/hostname`: the name an OSD's metadata gives its
+    /// host, by which a saturated disk is named by the OSD on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
     /// The first `model name` of `/proc/cpuinfo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_model: Option<String>,
@@ -82,22 +91,35 @@ fn per_interface(text: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// The manifest from the texts of `/proc/sys/kernel/osrelease`,
-/// `/proc/cpuinfo`, `/proc/meminfo`, `IF MTU` lines, `IF SPEED` lines and
-/// `PATH VALUE` lines of the [`SYSCTLS`] (`net/core/rmem_max 212992`).
-pub fn parse(
-    osrelease: &str,
-    cpuinfo: &str,
-    meminfo: &str,
-    mtu: &str,
-    speed: &str,
-    sysctl: &str,
-) -> HostManifest {
+/// The texts a manifest is read from, as the host printed them.
+#[derive(Debug, Default)]
+pub struct Texts<'a> {
+    /// `/proc/sys/kernel/osrelease`.
+    pub osrelease: &'a str,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: &'a str,
+    /// `/proc/sys/kernel/hostname`.
+    pub hostname: &'a str,
+    /// `/proc/cpuinfo`.
+    pub cpuinfo: &'a str,
+    /// `/proc/meminfo`.
+    pub meminfo: &'a str,
+    /// `IF MTU` lines.
+    pub mtu: &'a str,
+    /// `IF SPEED` lines.
+    pub speed: &'a str,
+    /// `PATH VALUE` lines of the [`SYSCTLS`] (`net/core/rmem_max 212992`).
+    pub sysctl: &'a str,
+}
+
+/// The manifest from its texts.
+pub fn parse(texts: &Texts<'_>) -> HostManifest {
     let field = |line: &str, key: &str| {
         let (k, v) = line.split_once(':')?;
         (k.trim() == key).then(|| v.trim().to_string())
     };
-    let sysctls = sysctl
+    let sysctls = texts
+        .sysctl
         .lines()
         .filter_map(|line| {
             let (path, v) = line.split_once(' ')?;
@@ -105,8 +127,11 @@ pub fn parse(
             Some((path.replace('/', "."), value(v)?))
         })
         .collect();
+    let cpuinfo = texts.cpuinfo;
     HostManifest {
-        kernel: value(osrelease),
+        kernel: value(texts.osrelease),
+        boot_id: value(texts.boot_id),
+        hostname: name(texts.hostname.trim()).map(String::from),
         cpu_model: cpuinfo
             .lines()
             .find_map(|l| field(l, "model name"))
@@ -115,9 +140,9 @@ pub fn parse(
             .lines()
             .filter(|l| field(l, "processor").is_some())
             .count(),
-        memory_total_bytes: super::procfs::parse_meminfo(meminfo).map_or(0, |m| m.total),
-        mtu: per_interface(mtu),
-        link_speed_mbit: per_interface(speed),
+        memory_total_bytes: super::procfs::parse_meminfo(texts.meminfo).map_or(0, |m| m.total),
+        mtu: per_interface(texts.mtu),
+        link_speed_mbit: per_interface(texts.speed),
         sysctls,
     }
 }
@@ -143,14 +168,16 @@ pub fn local() -> HostManifest {
             sysctl.push_str(&format!("{path} {}\n", v.trim()));
         }
     }
-    parse(
-        &read("/proc/sys/kernel/osrelease"),
-        &read("/proc/cpuinfo"),
-        &read("/proc/meminfo"),
-        &mtu,
-        &speed,
-        &sysctl,
-    )
+    parse(&Texts {
+        osrelease: &read("/proc/sys/kernel/osrelease"),
+        boot_id: &read("/proc/sys/kernel/random/boot_id"),
+        hostname: &read("/proc/sys/kernel/hostname"),
+        cpuinfo: &read("/proc/cpuinfo"),
+        meminfo: &read("/proc/meminfo"),
+        mtu: &mtu,
+        speed: &speed,
+        sysctl: &sysctl,
+    })
 }
 
 /// The shell lines that print what [`parse`] reads, between `@@` markers
@@ -162,6 +189,8 @@ pub fn remote_script() -> String {
         .collect();
     format!(
         "echo @@osrelease; cat /proc/sys/kernel/osrelease; \
+         echo @@bootid; cat /proc/sys/kernel/random/boot_id; \
+         echo @@hostname; cat /proc/sys/kernel/hostname; \
          echo @@cpuinfo; cat /proc/cpuinfo; \
          echo @@meminfo; cat /proc/meminfo; \
          echo @@mtu; for f in /sys/class/net/*/mtu; do n=${{f%/mtu}}; echo \"${{n##*/}} $(cat \"$f\" 2>/dev/null)\"; done; \
@@ -188,15 +217,26 @@ mod tests {
         let tcp_rmem = &here.sysctls["net.ipv4.tcp_rmem"];
         assert_eq!(tcp_rmem.split(' ').count(), 3, "tabs as spaces: {tcp_rmem}");
 
-        let m = parse(
-            "6.1.0\u{1b}[2J\n",
-            "processor\t: 0\nmodel name\t: Some CPU\nprocessor\t: 1\n",
-            "",
-            "eth0 9000\n\u{7}bad 1500\nlo x\n",
-            "eth0 -1\n",
-            "net/core/rmem_max 4194304\n/etc/shadow root\nvm/swappiness \u{1b}]0;\n",
-        );
+        assert_eq!(here.boot_id.as_ref().map(String::len), Some(36), "{here:?}");
+        assert!(here.hostname.is_some(), "{here:?}");
+        let m = parse(&Texts {
+            osrelease: "6.1.0\u{1b}[2J\n",
+            boot_id: "\u{1b}]0;boot\n",
+            hostname: "osd\u{1b}[1m3\n",
+            cpuinfo: "processor\t: 0\nmodel name\t: Some CPU\nprocessor\t: 1\n",
+            meminfo: "",
+            mtu: "eth0 9000\n\u{7}bad 1500\nlo x\n",
+            speed: "eth0 -1\n",
+            sysctl: "net/core/rmem_max 4194304\n/etc/shadow root\nvm/swappiness \u{1b}]0;\n",
+        });
         assert_eq!(m.kernel, None, "a control character: not recorded");
+        assert_eq!(m.boot_id, None, "a control character: not recorded");
+        assert_eq!(m.hostname, None, "a control character: not recorded");
+        let named = parse(&Texts {
+            hostname: "ceph-osd3\n",
+            ..Texts::default()
+        });
+        assert_eq!(named.hostname.as_deref(), Some("ceph-osd3"));
         assert_eq!((m.cpu_model.as_deref(), m.cpus), (Some("Some CPU"), 2));
         assert_eq!(m.mtu, BTreeMap::from([("eth0".to_string(), 9000)]));
         assert!(m.link_speed_mbit.is_empty());

@@ -10,6 +10,7 @@
 //! "What limited each figure"); no process is started.
 
 pub mod manifest;
+pub mod osd_disks;
 pub mod procfs;
 pub mod remote;
 pub mod verdict;
@@ -53,6 +54,11 @@ pub struct HostWatch {
     /// Worth knowing beside the figures, not a limit: steal, retransmits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observations: Vec<String>,
+    /// The host whose record says this one's CPU and disk findings: both
+    /// are network namespaces of one machine (one boot_id), and read the
+    /// same `/proc/stat` and `/proc/diskstats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_machine_as: Option<String>,
     /// CPU time the watch itself used (reading and parsing `/proc`), so its
     /// cost is on record beside what it measured.
     #[serde(default)]
@@ -183,14 +189,16 @@ pub fn latency_bound(watches: &[HostWatch]) -> bool {
 /// each host's samples and verdict, this machine first. A host that cannot
 /// be watched (its session fails) gets a record that says why.
 pub fn beside<R>(remotes: &[Host], body: impl FnOnce() -> R) -> (R, Vec<HostWatch>) {
-    beside_live(remotes, None, body)
+    beside_live(remotes, None, &osd_disks::OsdDisks::default(), body)
 }
 
 /// As [`beside`], each second's sample of each host also handed to `live`
-/// (`--metrics-listen`) as it is read.
+/// (`--metrics-listen`) as it is read; a saturated disk that serves one of
+/// `osds` is named by it.
 pub fn beside_live<R>(
     remotes: &[Host],
     live: Option<Arc<crate::live_metrics::LiveMetrics>>,
+    osds: &osd_disks::OsdDisks,
     body: impl FnOnce() -> R,
 ) -> (R, Vec<HostWatch>) {
     let start = Instant::now();
@@ -259,13 +267,58 @@ pub fn beside_live<R>(
         }
         watch.host = name;
         watch.interval_s = INTERVAL.as_secs_f64();
-        let found = verdict::verdict(&watch.host, &watch.samples, duration, &rates);
+        let osds_on = watch
+            .manifest
+            .as_ref()
+            .and_then(|m| m.hostname.as_deref())
+            .map(|hostname| osds.on_host(hostname))
+            .unwrap_or_default();
+        let found = verdict::verdict(&watch.host, &watch.samples, duration, &rates, &osds_on);
         watch.limited_by = found.limited_by;
         watch.observations = found.observations;
         watches.push(watch);
     }
+    one_finding_per_kernel(&mut watches);
     watches.extend(failed);
     (result, watches)
+}
+
+/// Hosts that show one boot_id are network namespaces of one machine (as a
+/// lab's hosts are): they share its CPUs and block devices, and each reads
+/// the same /proc/stat and /proc/diskstats. Their CPU and disk findings are
+/// the machine's, so they are said once, on the first of those hosts (this
+/// machine, when it is one of them), naming the others. A NIC belongs to its
+/// namespace, so network findings stay with their host.
+fn one_finding_per_kernel(watches: &mut [HostWatch]) {
+    let machine_wide =
+        |finding: &String| finding.starts_with("CPU: ") || finding.starts_with("disk: ");
+    let mut first_of: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    let mut sharing: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (i, watch) in watches.iter_mut().enumerate() {
+        let Some(boot) = watch.manifest.as_ref().and_then(|m| m.boot_id.clone()) else {
+            continue;
+        };
+        match first_of.get(&boot) {
+            Some((first, first_host)) => {
+                sharing.entry(*first).or_default().push(watch.host.clone());
+                watch.limited_by.retain(|f| !machine_wide(f));
+                watch.same_machine_as = Some(first_host.clone());
+            }
+            None => {
+                first_of.insert(boot, (i, watch.host.clone()));
+            }
+        }
+    }
+    for (first, others) in sharing {
+        let said = format!("; one machine with {}", others.join(", "));
+        for finding in watches[first]
+            .limited_by
+            .iter_mut()
+            .filter(|f| machine_wide(f))
+        {
+            finding.push_str(&said);
+        }
+    }
 }
 
 /// Reads the counters once a second until told to stop, and once more then
@@ -451,6 +504,49 @@ mod tests {
             assert!(s.cpu_busy_pct.iter().all(|p| (0.0..=100.0).contains(p)));
         }
         assert!(watch.samples.windows(2).all(|w| w[0].t_s < w[1].t_s));
+    }
+
+    #[test]
+    fn hosts_of_one_machine_say_its_cpu_and_disk_findings_once() {
+        let watched = |host: &str, boot: &str, limits: &[&str]| HostWatch {
+            host: host.into(),
+            limited_by: limits.iter().map(|l| l.to_string()).collect(),
+            manifest: Some(manifest::HostManifest {
+                boot_id: (!boot.is_empty()).then(|| boot.to_string()),
+                ..Default::default()
+            }),
+            ..HostWatch::default()
+        };
+        let disk = "disk: loop0 of {} ≥ 90% utilised (9 s of 12)";
+        let of = |h: &str| disk.replace("{}", h);
+        let mut watches = vec![
+            watched("local", "a", &[&of("local")]),
+            watched(
+                "client1",
+                "a",
+                &[&of("client1"), "network: eth0 of client1 sent ≥ 90%"],
+            ),
+            watched("node1", "a", &[&of("node1")]),
+            watched("far", "b", &[&of("far")]),
+            watched("unknown", "", &[&of("unknown")]),
+        ];
+        one_finding_per_kernel(&mut watches);
+        let judged_on: Vec<Option<&str>> = watches
+            .iter()
+            .map(|w| w.same_machine_as.as_deref())
+            .collect();
+        assert_eq!(judged_on, [None, Some("local"), Some("local"), None, None]);
+        let limits: Vec<Vec<String>> = watches.into_iter().map(|w| w.limited_by).collect();
+        assert_eq!(
+            limits,
+            [
+                vec![of("local") + "; one machine with client1, node1"],
+                vec!["network: eth0 of client1 sent ≥ 90%".to_string()],
+                vec![],
+                vec![of("far")],
+                vec![of("unknown")],
+            ]
+        );
     }
 
     #[test]

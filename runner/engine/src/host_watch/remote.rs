@@ -38,7 +38,7 @@ echo @@end; done",
 }
 
 /// The sections an answer may have.
-const SECTIONS: [&str; 13] = [
+const SECTIONS: [&str; 15] = [
     "stat",
     "net-dev",
     "snmp",
@@ -48,6 +48,8 @@ const SECTIONS: [&str; 13] = [
     "speed",
     "qdisc",
     "osrelease",
+    "bootid",
+    "hostname",
     "cpuinfo",
     "mtu",
     "sysctl",
@@ -128,14 +130,16 @@ impl Session {
     pub fn manifest(&mut self) -> Result<HostManifest, String> {
         let sections = self.ask("m")?;
         let get = |k: &str| sections.get(k).map(String::as_str).unwrap_or_default();
-        Ok(super::manifest::parse(
-            get("osrelease"),
-            get("cpuinfo"),
-            get("meminfo"),
-            get("mtu"),
-            get("speed"),
-            get("sysctl"),
-        ))
+        Ok(super::manifest::parse(&super::manifest::Texts {
+            osrelease: get("osrelease"),
+            boot_id: get("bootid"),
+            hostname: get("hostname"),
+            cpuinfo: get("cpuinfo"),
+            meminfo: get("meminfo"),
+            mtu: get("mtu"),
+            speed: get("speed"),
+            sysctl: get("sysctl"),
+        }))
     }
 
     /// Sends one request line and reads the answer's sections, up to `@@end`.

@@ -30,12 +30,15 @@ pub struct Verdict {
 }
 
 /// The findings for `host`, whose stage ran `duration_s` with these samples;
-/// `rates` is what the interfaces can carry (link speed, egress shaping).
+/// `rates` is what the interfaces can carry (link speed, egress shaping);
+/// `osds_on` names the OSDs each of its disks serves (`loop1` → `osd.1 of
+/// node1`, [`super::osd_disks`]).
 pub fn verdict(
     host: &str,
     samples: &[HostSample],
     duration_s: f64,
     rates: &BTreeMap<String, LinkRate>,
+    osds_on: &BTreeMap<String, String>,
 ) -> Verdict {
     let mut out = Verdict::default();
     if samples.is_empty() {
@@ -82,8 +85,12 @@ pub fn verdict(
             })
             .count();
         if limiting(busy) {
+            let serving = osds_on
+                .get(disk)
+                .map(|osds| format!(" ({osds})"))
+                .unwrap_or_default();
             out.limited_by.push(format!(
-                "disk: {disk} of {host} ≥ {DISK_UTIL_PCT:.0}% utilised {}",
+                "disk: {disk} of {host}{serving} ≥ {DISK_UTIL_PCT:.0}% utilised {}",
                 of(busy)
             ));
         }
@@ -229,7 +236,7 @@ mod tests {
     #[test]
     fn every_core_busy_most_of_the_stage_is_cpu_bound() {
         let samples = [cpu(&[97.0, 93.0]), cpu(&[99.0, 95.0]), cpu(&[40.0, 30.0])];
-        let v = verdict("local", &samples, 3.0, &BTreeMap::new());
+        let v = verdict("local", &samples, 3.0, &BTreeMap::new(), &BTreeMap::new());
         assert_eq!(
             v.limited_by,
             ["CPU: every core of local ≥ 90% busy (2 s of 3)"]
@@ -239,7 +246,7 @@ mod tests {
     #[test]
     fn one_saturated_core_while_the_other_idles_is_one_threads_limit() {
         let samples = [cpu(&[99.0, 8.0]), cpu(&[12.0, 98.0])];
-        let v = verdict("client1", &samples, 2.0, &BTreeMap::new());
+        let v = verdict("client1", &samples, 2.0, &BTreeMap::new(), &BTreeMap::new());
         assert_eq!(
             v.limited_by,
             [
@@ -296,7 +303,25 @@ mod tests {
                 },
             ),
         ]);
-        let v = verdict("local", &[s], 1.0, &rates);
+        let v = verdict(
+            "local",
+            std::slice::from_ref(&s),
+            1.0,
+            &rates,
+            &BTreeMap::new(),
+        );
+        let osds_on = BTreeMap::from([("vda".to_string(), "osd.3 of node2".to_string())]);
+        assert_eq!(
+            verdict(
+                "node2",
+                std::slice::from_ref(&s),
+                1.0,
+                &BTreeMap::new(),
+                &osds_on
+            )
+            .limited_by,
+            ["disk: vda of node2 (osd.3 of node2) ≥ 90% utilised (1 s of 1)"]
+        );
         assert_eq!(
             v.limited_by,
             [
@@ -320,7 +345,7 @@ mod tests {
     fn a_limit_for_less_than_half_the_stage_is_not_the_limit() {
         let samples = [cpu(&[99.0, 99.0]), cpu(&[10.0, 10.0]), cpu(&[10.0, 10.0])];
         assert_eq!(
-            verdict("local", &samples, 3.0, &BTreeMap::new()),
+            verdict("local", &samples, 3.0, &BTreeMap::new(), &BTreeMap::new()),
             Verdict::default()
         );
     }

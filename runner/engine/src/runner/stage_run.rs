@@ -151,6 +151,8 @@ impl Runner<'_> {
             }
         }
         let live = self.live_metrics();
+        let osds =
+            crate::host_watch::osd_disks::OsdDisks::from_environment(&self.results.environment);
         let (((tools, watch), host), events) =
             crate::during::beside(&during, &during_dir, &show, || {
                 let mut run = || self.run_repetitions(stage, &params, &mut record, cancel, &show);
@@ -163,7 +165,7 @@ impl Runner<'_> {
                     None => (run(), None),
                 };
                 if watch_host {
-                    crate::host_watch::beside_live(&watched_hosts, live.clone(), watched)
+                    crate::host_watch::beside_live(&watched_hosts, live.clone(), &osds, watched)
                 } else {
                     (watched(), Vec::new())
                 }

@@ -38,6 +38,11 @@ pub enum Fault {
     StopHost { host: String },
     /// The host's sshd and daemons start again.
     StartHost { host: String },
+    /// Each OSD of the host reads and writes at most `iops` times a second
+    /// from its disk (see [`super::disk`]): a slow disk, at once.
+    SlowDisk { host: String, iops: u64 },
+    /// The OSDs of the host use their disks at full speed again.
+    RestoreDisk { host: String },
 }
 
 impl Fault {
@@ -49,7 +54,9 @@ impl Fault {
             | Fault::DegradeLink { host, .. }
             | Fault::RestoreLink { host }
             | Fault::StopHost { host }
-            | Fault::StartHost { host } => Some(host),
+            | Fault::StartHost { host }
+            | Fault::SlowDisk { host, .. }
+            | Fault::RestoreDisk { host } => Some(host),
             Fault::RestartRgw => None,
         }
     }
@@ -107,6 +114,8 @@ fn apply_inner(
             let stopped = stop(layout, &osds)?;
             Ok(format!("stopped {} on {host}", stopped.join(", ")))
         }
+        Fault::SlowDisk { host, iops } => limit_disks(layout, &topology, host, Some(*iops)),
+        Fault::RestoreDisk { host } => limit_disks(layout, &topology, host, None),
         Fault::StartOsds { host } => {
             let started = start(layout, &topology, &osds_on(&topology, host), started_pids)?;
             Ok(format!("started {} on {host}", started.join(", ")))
@@ -181,6 +190,27 @@ fn apply_inner(
             ))
         }
     }
+}
+
+/// Caps (or uncaps) the disk I/O of every OSD on `host`.
+fn limit_disks(
+    layout: &Layout,
+    topology: &Topology,
+    host: &str,
+    iops: Option<u64>,
+) -> Result<String, SandboxError> {
+    let osds = osds_on(topology, host);
+    if osds.is_empty() {
+        return Err(SandboxError::InvalidOption {
+            reason: format!("`{host}` runs no OSD"),
+        });
+    }
+    let done: Vec<String> = osds
+        .iter()
+        .filter_map(Daemon::osd_id)
+        .map(|id| super::disk::limit(layout, id, iops))
+        .collect::<Result<_, _>>()?;
+    Ok(format!("{host}: {}", done.join(", ")))
 }
 
 fn osds_on(topology: &Topology, host: &str) -> Vec<Daemon> {

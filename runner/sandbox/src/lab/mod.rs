@@ -6,6 +6,7 @@
 //! run only sshd. The lab is recorded in `DIR/lab/lab.json`, so `down` removes exactly
 //! what `up` made; `leftovers` finds anything of a lab's that is still on the machine.
 
+pub(crate) mod disk;
 mod fault;
 mod inventory;
 mod link;
@@ -72,6 +73,7 @@ pub fn leftovers() -> Vec<String> {
         .map(|n| format!("namespace {n}"))
         .collect();
     found.extend(net::links().into_iter().map(|l| format!("interface {l}")));
+    found.extend(disk::leftovers());
     found
 }
 
@@ -228,6 +230,13 @@ pub(crate) fn teardown(layout: &Layout) -> Result<Vec<String>, SandboxError> {
     };
     let mut removed = Vec::new();
     let mut first_error = None;
+    // The OSDs have stopped: their loop devices and cgroups can go.
+    match disk::teardown(layout) {
+        Ok(gone) => removed.extend(gone),
+        Err(e) => {
+            first_error.get_or_insert(e);
+        }
+    }
     for host in &lab.plan.hosts {
         let present = net::namespaces().contains(&host.netns)
             || Path::new("/sys/class/net").join(&host.netns).exists();
