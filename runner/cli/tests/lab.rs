@@ -337,6 +337,7 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
 
     faults_under_load(&env, &scratch);
     bottlenecks_provoked(&env, &scratch);
+    flags_and_settings_across_runs(&env, &scratch);
     assert_eq!(ceph_json(&env, &["osd", "pool", "ls"]), pools_before);
     let buckets = Command::new("radosgw-admin")
         .args(["--conf", var(&env, "CEPH_CONF"), "bucket", "list"])
@@ -642,6 +643,131 @@ fn bottlenecks_provoked(env: &[(String, String)], scratch: &Path) {
     );
     let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
     assert!(report.contains("🔎 **Limited by"), "{report}");
+}
+
+/// `ceph` with the lab's conf: whether it succeeded, and what it printed.
+fn ceph_ok(env: &[(String, String)], args: &[&str]) -> (bool, String) {
+    let out = Command::new("ceph")
+        .args(["--conf", var(env, "CEPH_CONF")])
+        .args(args)
+        .output()
+        .expect("ceph");
+    (out.status.success(), text(&out))
+}
+
+fn osd_flags(env: &[(String, String)]) -> String {
+    ceph_json(env, &["osd", "dump"])["flags"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Two of issue #23's checks on the lab's cluster: the scrub flags a run set
+/// are unset by `pipeline cleanup` after the run was killed (SIGKILL), and
+/// `pipeline compare` of two runs around one `ceph config set` names it.
+fn flags_and_settings_across_runs(env: &[(String, String)], scratch: &Path) {
+    let has = |flag: &str| osd_flags(env).split(',').any(|f| f == flag);
+    assert!(
+        !has("noscrub") && !has("nodeep-scrub"),
+        "{}",
+        osd_flags(env)
+    );
+    let run_dir = scratch.join("scrub-flags-killed");
+    let mut child = common::pipeline_command(&[
+        "run",
+        "tests/ceph/scrub-flags.yaml",
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--set",
+        "seconds=30",
+    ])
+    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    // The flags are set before the first stage; the pool is journalled as
+    // the pool stage makes it: the kill lands in that stage or the write.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(run_dir.join("created.jsonl"))
+        .unwrap_or_default()
+        .contains("\"kind\":\"pool\"")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never made its pool"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(has("noscrub") && has("nodeep-scrub"), "{}", osd_flags(env));
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    child.wait().unwrap();
+    assert!(has("noscrub"), "the killed run could not have unset it");
+    let cleaned = common::pipeline_command(&["cleanup", run_dir.to_str().unwrap()])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+    let shown = text(&cleaned);
+    assert!(cleaned.status.success(), "{shown}");
+    for flag in ["noscrub", "nodeep-scrub"] {
+        assert!(shown.contains(&format!("unset OSD flag {flag}")), "{shown}");
+        assert!(!has(flag), "{flag} left set: {}", osd_flags(env));
+    }
+    let pools = ceph_json(env, &["osd", "pool", "ls"]);
+    assert!(
+        !pools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "pipeline-test-noscrub"),
+        "{pools}"
+    );
+
+    // One `ceph config set` between two runs: compare names it.
+    struct Unset<'a>(&'a [(String, String)]);
+    impl Drop for Unset<'_> {
+        fn drop(&mut self) {
+            let _ = ceph_ok(self.0, &["config", "rm", "osd", "osd_scrub_auto_repair"]);
+        }
+    }
+    let run = |name: &str| {
+        let dir = scratch.join(name);
+        let out = common::pipeline_command(&[
+            "run",
+            "tests/ceph/what-changed.yaml",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        dir.join("results.json")
+    };
+    let before = run("what-changed-before");
+    let _unset = Unset(env);
+    let (ok, said) = ceph_ok(
+        env,
+        &["config", "set", "osd", "osd_scrub_auto_repair", "true"],
+    );
+    assert!(ok, "{said}");
+    let after = run("what-changed-after");
+    let out = common::pipeline(&["compare", before.to_str().unwrap(), after.to_str().unwrap()]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let differs = shown
+        .split("## What differs between the runs")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section: {shown}"));
+    assert!(
+        differs
+            .lines()
+            .take_while(|l| !l.starts_with("## "))
+            .any(|l| l == "- config osd/osd_scrub_auto_repair (unset) → true"),
+        "{shown}"
+    );
 }
 
 fn main() {
