@@ -4,6 +4,9 @@
 //! a wasted maintenance window.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::cancel::CancelToken;
@@ -40,10 +43,15 @@ pub fn requirements(plan: &Plan) -> Vec<(Host, Vec<String>)> {
 /// Problems found; empty when every host answers and has its programs.
 pub fn check(plan: &Plan) -> Vec<String> {
     let needs = requirements(plan);
-    let dir = std::env::temp_dir().join(format!("pipeline-preflight-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return vec![format!("cannot create {}: {e}", dir.display())];
-    }
+    let dir = match private_dir() {
+        Ok(dir) => dir,
+        Err(e) => {
+            return vec![format!(
+                "cannot create a folder in {}: {e}",
+                std::env::temp_dir().display()
+            )];
+        }
+    };
     let problems: Vec<String> = std::thread::scope(|scope| {
         let handles: Vec<_> = needs
             .iter()
@@ -63,6 +71,32 @@ pub fn check(plan: &Plan) -> Vec<String> {
     });
     let _ = std::fs::remove_dir_all(&dir);
     problems
+}
+
+/// A folder of this check's own in the temporary folder. The process id
+/// alone is not enough: runs in one process (as tests are) check at the
+/// same time, and one's clean-up removed the folder the other was making.
+/// Made with mkdir, never reused: a name someone else made first (a link
+/// included) is passed over.
+fn private_dir() -> std::io::Result<PathBuf> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut taken = None;
+    for _ in 0..16 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "pipeline-preflight-{}-{n}-{nanos:x}",
+            std::process::id()
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => taken = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(taken.unwrap_or_else(|| std::io::Error::other("no free name")))
 }
 
 fn check_host(host: &Host, tools: &[String], base: &std::path::Path) -> Vec<String> {
@@ -115,5 +149,31 @@ fn check_host(host: &Host, tools: &[String], base: &std::path::Path) -> Vec<Stri
             host.describe(),
             stderr.trim()
         )],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn checks_at_the_same_time_in_one_process_each_get_a_folder_of_their_own() {
+        let dirs: Vec<PathBuf> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8).map(|_| scope.spawn(private_dir)).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap().unwrap())
+                .collect()
+        });
+        let mut names = dirs.clone();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), dirs.len(), "{dirs:?}");
+        for dir in &dirs {
+            let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{dir:?}");
+            std::fs::remove_dir(dir).unwrap();
+        }
     }
 }
