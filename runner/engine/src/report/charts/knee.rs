@@ -128,9 +128,15 @@ pub fn charts(metrics: &[Metric]) -> Vec<(String, String, String)> {
         .map(|s| {
             let suffix: String = s.labels.iter().map(|(k, v)| format!(" {k}={v}")).collect();
             let stem = format!("knee{}", suffix.replace([' ', '='], "-").replace("--", "-"));
+            // Every step held (the rate reached `max`): the knee is a lower bound.
+            let bound = if s.points.iter().all(|p| p.passed) {
+                "≥ "
+            } else {
+                ""
+            };
             let title = match s.knee {
                 Some(k) => format!(
-                    "knee {}: {} under {}{suffix}",
+                    "knee {bound}{}: {} under {}{suffix}",
                     format_value(k, &s.rate_unit),
                     s.slo_metric,
                     format_value(s.limit, &s.latency_unit)
@@ -375,6 +381,15 @@ mod tests {
             .and_then(|v| v.parse().ok())
             .unwrap();
         assert!(y_max <= 0.1, "{y_max}");
+        // A search whose every step held (it reached `max`) has a knee of at least that.
+        let held: Vec<Metric> = record()
+            .into_iter()
+            .filter(|m| m.labels.get(STEP_LABEL).map(String::as_str) != Some("3"))
+            .collect();
+        assert_eq!(
+            super::charts(&held)[0].1,
+            "knee ≥ 200 ops/s: latency_p99 under 20 ms"
+        );
         // The knee's line is at the rate its step achieved.
         let s = &searches(&record())[0];
         assert_eq!(s.knee, Some(200.0));
