@@ -61,6 +61,20 @@ fn var<'a>(env: &'a [(String, String)], name: &str) -> &'a str {
     &env.iter().find(|(k, _)| k == name).unwrap().1
 }
 
+/// `pipeline run SUITE --out RUN_DIR [ARGS]` with the lab's environment,
+/// which must succeed; its results.json.
+fn run_on_lab(env: &[(String, String)], suite: &str, run_dir: &Path, args: &[&str]) -> Value {
+    let mut argv = vec!["run", suite, "--out", run_dir.to_str().unwrap()];
+    argv.extend(args);
+    let out = common::pipeline_command(&argv)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+    let results = common::results(run_dir).unwrap_or_else(|| panic!("{suite}: {}", text(&out)));
+    assert!(out.status.success(), "{suite}: {}", text(&out));
+    results
+}
+
 /// `ssh root@ADDRESS script` with the lab's key, strict host key checking.
 fn ssh(env: &[(String, String)], address: &str, script: &str) -> Output {
     Command::new("ssh")
@@ -283,19 +297,12 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
 
     // The main job's multi-host form, bounded for CI.
     let run_dir = scratch.join("run");
-    let out = common::pipeline_command(&[
-        "run",
+    let results = run_on_lab(
+        &env,
         "pipelines/lab-baseline.yaml",
-        "--out",
-        run_dir.to_str().unwrap(),
-        "--set",
-        "seconds=1",
-    ])
-    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let results = common::results(&run_dir).expect("results.json");
+        &run_dir,
+        &["--set", "seconds=1"],
+    );
     assert_eq!(results["status"], "succeeded", "{results:#}");
 
     // iperf3 measures the shaped link, not loopback.
@@ -363,12 +370,7 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
 fn run_fault_suite(env: &[(String, String)], scratch: &Path, name: &str) -> Value {
     let run_dir = scratch.join(name);
     let suite = format!("tests/lab/{name}.yaml");
-    let out = common::pipeline_command(&["run", &suite, "--out", run_dir.to_str().unwrap()])
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .unwrap();
-    let results = common::results(&run_dir).unwrap_or_else(|| panic!("{name}: {}", text(&out)));
-    assert!(out.status.success(), "{name}: {}", text(&out));
+    let results = run_on_lab(env, &suite, &run_dir, &[]);
     assert_eq!(results["status"], "succeeded", "{name}: {results:#}");
     let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
     assert!(
@@ -474,17 +476,7 @@ fn faults_under_load(env: &[(String, String)], scratch: &Path) {
     // reads both hosts over SSH, on the runner's clock, and names client1's
     // shaped NIC as what limited the figure.
     let run_dir = scratch.join("nic-limited");
-    let out = common::pipeline_command(&[
-        "run",
-        "tests/lab/nic-limited.yaml",
-        "--out",
-        run_dir.to_str().unwrap(),
-    ])
-    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let results = common::results(&run_dir).unwrap();
+    let results = run_on_lab(env, "tests/lab/nic-limited.yaml", &run_dir, &[]);
     let link = common::stage(&results, "link");
     let duration = link["duration_s"].as_f64().unwrap();
     let watch = |host: &str| {
@@ -623,17 +615,7 @@ fn bottlenecks_provoked(env: &[(String, String)], scratch: &Path) {
 
     // One fio thread on client1 reading a file in memory.
     let run_dir = scratch.join("client-cpu-limited");
-    let out = common::pipeline_command(&[
-        "run",
-        "tests/lab/client-cpu-limited.yaml",
-        "--out",
-        run_dir.to_str().unwrap(),
-    ])
-    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let results = common::results(&run_dir).unwrap();
+    let results = run_on_lab(env, "tests/lab/client-cpu-limited.yaml", &run_dir, &[]);
     let found = findings(common::stage(&results, "read"));
     assert!(
         found.iter().any(|f| f.starts_with("CPU: one core of ")
@@ -735,16 +717,7 @@ fn flags_and_settings_across_runs(env: &[(String, String)], scratch: &Path) {
     }
     let run = |name: &str| {
         let dir = scratch.join(name);
-        let out = common::pipeline_command(&[
-            "run",
-            "tests/ceph/what-changed.yaml",
-            "--out",
-            dir.to_str().unwrap(),
-        ])
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
+        run_on_lab(env, "tests/ceph/what-changed.yaml", &dir, &[]);
         dir.join("results.json")
     };
     let before = run("what-changed-before");
