@@ -704,9 +704,10 @@ fn runs_sharing_a_pool_remove_only_their_own_objects() {
     assert!(after_x.contains(&format!("{pool}-z")), "{after_x:?}");
 }
 
-/// PGs remapped under the load (osd.2 out 2 s into a write, in at 5 s): the
-/// stage is flagged, the clean one before it is not; compare shows the
-/// flagged stage's figures without judging them unless --allow-unhealthy.
+/// PGs degraded under the load (osd.2 marked down 2 s into a write; it is
+/// up again within seconds): the stage is flagged, the clean one before it
+/// is not; compare shows the flagged stage's figures without judging them
+/// unless --allow-unhealthy.
 fn a_stage_measured_while_pgs_remap_is_flagged() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let (code, r, report, run_dir) = run_in("tests/ceph/cluster-not-clean.yaml", &[]);
@@ -717,22 +718,22 @@ fn a_stage_measured_while_pgs_remap_is_flagged() {
     let clean = &stage(&r, "clean")["cluster"];
     assert!(clean["samples"].as_array().unwrap().len() >= 2, "{clean:#}");
     assert!(clean["unhealthy"].is_null(), "{clean:#}");
-    let remapped = &stage(&r, "remapped")["cluster"];
-    let flag = remapped["unhealthy"]
+    let degraded = &stage(&r, "degraded")["cluster"];
+    let flag = degraded["unhealthy"]
         .as_str()
-        .unwrap_or_else(|| panic!("{remapped:#}"));
+        .unwrap_or_else(|| panic!("{degraded:#}"));
     assert!(
         flag.contains("PGs were") && flag.contains(" s of "),
         "{flag}"
     );
-    let states: Vec<&str> = remapped["samples"]
+    let states: Vec<&str> = degraded["samples"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|s| s["pgs_not_clean"].as_object())
         .flat_map(|m| m.keys().map(String::as_str))
         .collect();
-    assert!(!states.is_empty(), "{remapped:#}");
+    assert!(!states.is_empty(), "{degraded:#}");
     assert!(
         report.contains("⚠️ **Measured on a cluster that was not clean:**")
             && report.contains("⚠️ cluster not clean"),

@@ -127,6 +127,12 @@ pub(crate) fn render(p: &ConfParams<'_>) -> String {
     );
     let _ = writeln!(s, "osd_recovery_sleep_hdd = 0");
     let _ = writeln!(s, "osd_mclock_profile = high_recovery_ops");
+    let _ = writeln!(
+        s,
+        "# tests mark OSDs down under load (`ceph osd down`); an OSD marked down more\n\
+         # than the default 5 times in 10 minutes would stop itself for good"
+    );
+    let _ = writeln!(s, "osd_max_markdown_count = 1000");
     let osd_root = dir(l.data_root("osd"));
     let _ = writeln!(s, "osd_data = {osd_root}/$cluster-$id");
     if let Some(dir) = p.osd_class_dir {

@@ -56,6 +56,7 @@ pub fn wait_until_clean() {
                 !states.is_empty() && states.iter().all(|s| s["name"] == "active+clean")
             });
         if clean {
+            assert_no_full_osd();
             return;
         }
         assert!(
@@ -63,5 +64,29 @@ pub fn wait_until_clean() {
             "PGs not active+clean after 120 s: {text}"
         );
         std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// A full OSD blocks every later write of the test binary, and each of
+/// those tests would fail at its own timeout far from the cause; say the
+/// cause where it is first seen. (A memstore OSD whose used-bytes count
+/// wrapped to 16 EiB after PGs were backfilled away from it and back did
+/// exactly that once.)
+fn assert_no_full_osd() {
+    let (ok, health) = ceph("ceph", &["health", "detail", "--format", "json"]);
+    assert!(ok, "ceph health detail: {health}");
+    let health: serde_json::Value = serde_json::from_str(health.trim()).unwrap_or_default();
+    let full: Vec<&String> = health["checks"]
+        .as_object()
+        .map(|checks| {
+            checks
+                .keys()
+                .filter(|k| k.ends_with("_FULL") || k.ends_with("_BACKFILLFULL"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !full.is_empty() {
+        let (_, df) = ceph("ceph", &["osd", "df"]);
+        panic!("the sandbox cluster has {full:?}; every later write would block:\n{df}");
     }
 }
