@@ -82,7 +82,9 @@ fn is_zero_f64(x: &f64) -> bool {
 pub struct HostSample {
     /// Seconds since the stage began (this machine's clock), at the end of the second.
     pub t_s: f64,
-    /// Each core's busy share (user, nice, system, irq, softirq), in %.
+    /// Each core's busy share (user, system, irq, softirq), in %. Niced
+    /// user time is apart (`cpu_nice_pct`): it yields the core to any
+    /// normal-priority thread, so it did not take the core from the benchmark.
     pub cpu_busy_pct: Vec<f64>,
     /// Share of all cores' time waiting on I/O, in %.
     #[serde(default)]
@@ -90,9 +92,12 @@ pub struct HostSample {
     /// Share of all cores' time the hypervisor gave to other guests, in %.
     #[serde(default)]
     pub cpu_steal_pct: f64,
-    /// Shares of all cores' time in user (and nice), system and softirq, in %.
+    /// Shares of all cores' time in user, system and softirq, in %.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub cpu_user_pct: f64,
+    /// Share of all cores' time in niced processes' user mode, in %.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cpu_nice_pct: f64,
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub cpu_system_pct: f64,
     #[serde(default, skip_serializing_if = "is_zero_f64")]

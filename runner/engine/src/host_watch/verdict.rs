@@ -5,7 +5,8 @@
 //! ("every core of local ≥ 90% busy (28 s of 30)").
 //!
 //! The thresholds are those an engineer reading `mpstat`/`iostat` beside a
-//! benchmark would use: ≥ 90% on every core is CPU-bound; one core ≥ 95%
+//! benchmark would use: ≥ 90% on every core is CPU-bound (niced time is
+//! not busy: it yields to the benchmark); one core ≥ 95%
 //! while the others average under 50% is one thread's limit; a device with
 //! I/O in flight ≥ 90% of the time is at its limit; a NIC moving ≥ 90% of
 //! its link speed in either direction is.
@@ -22,6 +23,9 @@ const DISK_UTIL_PCT: f64 = 90.0;
 const NIC_SHARE: f64 = 0.9;
 /// Mean steal worth a mention.
 const STEAL_PCT: f64 = 5.0;
+/// Mean niced CPU time worth a mention: not busy for the verdict (a niced
+/// process yields the core), but it shares caches and memory bandwidth.
+const NICE_PCT: f64 = 20.0;
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Verdict {
@@ -150,6 +154,12 @@ pub fn verdict(
             "the hypervisor took {steal:.0}% of {host}'s CPU time (steal)"
         ));
     }
+    let nice = samples.iter().map(|s| s.cpu_nice_pct).sum::<f64>() / samples.len() as f64;
+    if nice >= NICE_PCT {
+        out.observations.push(format!(
+            "niced processes took {nice:.0}% of {host}'s CPU time (low-priority work such as a background build; not counted as busy, it yields to the benchmark)"
+        ));
+    }
     let retransmits: u64 = samples.iter().map(|s| s.tcp_retransmits).sum();
     if retransmits > 0 {
         out.observations.push(format!(
@@ -231,6 +241,25 @@ mod tests {
             cpu_busy_pct: busy.to_vec(),
             ..HostSample::default()
         }
+    }
+
+    #[test]
+    fn cores_full_of_niced_work_are_not_cpu_bound_but_said() {
+        // A `nice -n 19` build on both cores beside a disk-bound benchmark.
+        let samples: Vec<HostSample> = (0..3)
+            .map(|_| HostSample {
+                cpu_nice_pct: 70.0,
+                ..cpu(&[25.0, 30.0])
+            })
+            .collect();
+        let v = verdict("local", &samples, 3.0, &BTreeMap::new(), &BTreeMap::new());
+        assert!(v.limited_by.is_empty(), "{v:?}");
+        assert_eq!(
+            v.observations,
+            [
+                "niced processes took 70% of local's CPU time (low-priority work such as a background build; not counted as busy, it yields to the benchmark)"
+            ]
+        );
     }
 
     #[test]
