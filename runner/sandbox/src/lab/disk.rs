@@ -196,20 +196,34 @@ fn cgroups() -> Vec<String> {
 
 /// Detaches the loop devices of this sandbox's OSDs and removes the OSD
 /// cgroups. Run after the OSDs have stopped. Returns what it removed.
+/// One that cannot go does not keep the others: the first error is returned
+/// after all were tried.
 pub(crate) fn teardown(layout: &Layout) -> Result<Vec<String>, SandboxError> {
     let mut removed = Vec::new();
+    let mut first_error = None;
     for (dev, _) in loops_of(Some(&layout.data_root("osd"))) {
         let mut losetup = process::command("losetup");
         losetup.args(["--detach", &format!("/dev/{dev}")]);
-        process::run_ok(losetup, LOSETUP_TIMEOUT)?;
-        removed.push(dev);
+        match process::run_ok(losetup, LOSETUP_TIMEOUT) {
+            Ok(_) => removed.push(dev),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
     }
     for name in cgroups() {
         let dir = Path::new(BLKIO).join(&name);
-        std::fs::remove_dir(&dir).map_err(SandboxError::io("remove cgroup", &dir))?;
-        removed.push(format!("cgroup {name}"));
+        match std::fs::remove_dir(&dir) {
+            Ok(()) => removed.push(format!("cgroup {name}")),
+            Err(e) => {
+                first_error.get_or_insert(SandboxError::io("remove cgroup", &dir)(e));
+            }
+        }
     }
-    Ok(removed)
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
 }
 
 /// Loop devices and cgroups of a lab's OSDs still on this machine.

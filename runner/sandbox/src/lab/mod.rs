@@ -230,13 +230,6 @@ pub(crate) fn teardown(layout: &Layout) -> Result<Vec<String>, SandboxError> {
     };
     let mut removed = Vec::new();
     let mut first_error = None;
-    // The OSDs have stopped: their loop devices and cgroups can go.
-    match disk::teardown(layout) {
-        Ok(gone) => removed.extend(gone),
-        Err(e) => {
-            first_error.get_or_insert(e);
-        }
-    }
     for host in &lab.plan.hosts {
         let present = net::namespaces().contains(&host.netns)
             || Path::new("/sys/class/net").join(&host.netns).exists();
@@ -248,6 +241,16 @@ pub(crate) fn teardown(layout: &Layout) -> Result<Vec<String>, SandboxError> {
             Err(e) => {
                 first_error.get_or_insert(e);
             }
+        }
+    }
+    // After the hosts: removing them killed what was left in their
+    // namespaces, so no OSD thread holds a loop device or its cgroup (a
+    // cgroup with a task left in it cannot be removed: EBUSY; once, an OSD
+    // still exiting left five of them behind).
+    match disk::teardown(layout) {
+        Ok(gone) => removed.extend(gone),
+        Err(e) => {
+            first_error.get_or_insert(e);
         }
     }
     if let Err(e) = net::remove_bridge() {
