@@ -9,7 +9,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 
-cargo build --release -p pipeline
+# Run from a test (the package tier), this script inherits the variables
+# cargo sets for a test process (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ...).
+# Build scripts that track them (ring's does) then see them changed and
+# rerun, and everything above ring is rebuilt, here and again in the next
+# plain build (CI lost 3 minutes to each). They are not ours to pass on.
+unset CARGO CARGO_MANIFEST_DIR CARGO_MANIFEST_PATH CARGO_MANIFEST_LINKS CARGO_CRATE_NAME \
+  CARGO_PRIMARY_PACKAGE CARGO_TARGET_TMPDIR CARGO_BIN_NAME OUT_DIR
+while read -r var; do unset "$var"; done < <(compgen -v | grep -E '^CARGO_(PKG|BIN_EXE)_' || true)
+# The whole workspace, like the README's `cargo build --release`: one feature
+# resolution, so a release build made before is reused as it is.
+cargo build --release
 bin="$target/release/pipeline"
 
 # cargo-deb reads these paths from runner/cli/Cargo.toml

@@ -4,9 +4,10 @@
 # runs every unit and integration test against it, and stops the cluster.
 # Then the release matrix: the Ceph-facing integration tests again against
 # each release in PIPELINE_CEPH_RELEASES (default "18.2 20.2"; empty skips
-# it), each in a Debian root of its own (scripts/test-ceph-release.sh). Last,
-# the README's "Using it" block as it stands (tier readme,
-# scripts/readme-using-it.sh), over a release build made in the background.
+# it), each in a Debian root of its own (scripts/test-ceph-release.sh); the
+# lab (tier lab) and the .deb (tier package). Last, the README's "Using it"
+# block as it stands (tier readme, scripts/readme-using-it.sh), over a
+# release build made in the background. The last line says where the time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,17 @@ if ! flock -n 9; then
   echo "error: another test run holds /tmp/pipeline-tests.lock (scripts/test.sh or scripts/ceph-tests-repeat.sh); wait for it to finish" >&2
   exit 1
 fi
+# Where the time goes, one "name N s" per phase, printed at the end: CI has
+# a budget (45 minutes), and this says which phase to cut.
+run_started=$(date +%s)
+phase_started=$run_started
+times=""
+phase_done() { # name
+  local now
+  now=$(date +%s)
+  times+=" $1 $((now - phase_started)) s;"
+  phase_started=$now
+}
 scripts/install-deps.sh
 # One build per run: incremental caches would only add gigabytes to the disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
@@ -34,15 +46,18 @@ roots_pid=$!
 plugins/guests/build.sh
 cargo fmt --manifest-path plugins/guests/Cargo.toml --all -- --check
 cargo clippy --manifest-path plugins/guests/Cargo.toml --release --target wasm32-wasip2 --workspace -- -D warnings
+phase_done "deps and guests"
 cargo build --workspace --all-targets
+phase_done build
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+phase_done "fmt and clippy"
 
 # The release build the README's block runs (`cargo build --release`, the
 # longest compile here: nothing else makes release artifacts), started now
 # and niced: it takes the CPU the live tests leave idle while they wait on
-# Ceph, and the block's own build is then a no-op. Waited for before the lab
-# tier (the package tier packages it).
+# Ceph, and the block's own build is then a no-op. Waited for after the
+# release matrix, before the lab tier (the package tier packages it).
 release_log="$(mktemp)"
 nice -n 19 cargo build --release >"$release_log" 2>&1 &
 release_pid=$!
@@ -55,6 +70,7 @@ rm -f "$roots_log"
 
 # The sandbox's own lifecycle test needs the Ceph ports to itself: run it first.
 cargo test -p pipeline-sandbox --test lifecycle -- --ignored
+phase_done "roots and lifecycle"
 
 # The Ceph integration tests run real pipelines against a throw-away cluster.
 export PIPELINE_SANDBOX_DIR="${PIPELINE_SANDBOX_DIR:-/tmp/pipeline-test-sandbox}"
@@ -77,6 +93,22 @@ set -e
 
 ./target/debug/pipeline sandbox down --dir "$PIPELINE_SANDBOX_DIR"
 trap 'kill "$release_pid" 2>/dev/null || true' EXIT
+phase_done tests
+
+# The release matrix, after the host's sandbox is down (the CPU is the host's
+# to share, the ports are not: each release has a network namespace of its own).
+# It runs beside the end of the niced release build, as the tests above did:
+# its tests check what the runner does, not how fast.
+matrix=""
+for r in $releases; do
+  set +e
+  scripts/test-ceph-release.sh "$r" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -eq 0 ] || status=1
+  matrix+=" $r $([ "$rc" -eq 0 ] && echo passed || echo FAILED);"
+  phase_done "Ceph $r"
+done
 
 # The background release build is waited for before the lab: the lab's
 # verdict tests read this machine's CPU, and a client held to one thread is
@@ -89,6 +121,7 @@ trap 'kill "$release_pid" 2>/dev/null || true' EXIT
 wait "$release_pid" || echo "warning: the background release build failed; build-deb.sh's and the README block's builds will say why" >&2
 trap - EXIT
 rm -f "$release_log"
+phase_done "release build (rest)"
 
 # The lab (tier lab): several hosts in network namespaces, each with its own
 # sshd and OSDs, built and torn down by the tests themselves. On its own,
@@ -106,6 +139,7 @@ if [ "$rc" -ne 0 ]; then
   lab+=$'\n'"$(grep -A3 -m2 'panicked at' "$lab_log" | cut -c1-400)"
 fi
 rm -f "$lab_log"
+phase_done lab
 
 # The Debian package (tier package): scripts/build-deb.sh's .deb installed
 # into an overlay of the trixie root, its completion tried in a login bash
@@ -121,18 +155,7 @@ if [ "$rc" -ne 0 ]; then
   package+=$'\n'"$(grep -A3 -m2 'panicked at' "$package_log" | cut -c1-400)"
 fi
 rm -f "$package_log"
-
-# The release matrix, after the host's sandbox is down (the CPU is the host's
-# to share, the ports are not: each release has a network namespace of its own).
-matrix=""
-for r in $releases; do
-  set +e
-  scripts/test-ceph-release.sh "$r" 2>&1 | tee -a "$log"
-  rc=${PIPESTATUS[0]}
-  set -e
-  [ "$rc" -eq 0 ] || status=1
-  matrix+=" $r $([ "$rc" -eq 0 ] && echo passed || echo FAILED);"
-done
+phase_done package
 
 # The README's "Using it" block, verbatim, in namespaces of its own (tier
 # readme, scripts/readme-using-it.sh), over the release build waited for
@@ -144,6 +167,7 @@ rc=${PIPESTATUS[0]}
 set -e
 [ "$rc" -eq 0 ] || status=1
 readme="README \"Using it\": $([ "$rc" -eq 0 ] && echo passed || echo FAILED)"
+phase_done readme
 
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
@@ -152,5 +176,6 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += 
 echo "$lab"
 echo "$package"
 echo "$readme"
+echo "time:$times total $(($(date +%s) - run_started)) s"
 rm -f "$log"
 exit "$status"
