@@ -66,11 +66,15 @@ mkdir -p "$log_dir"
 echo "== Ceph $release: $(chroot "$root" ceph --version) in $root"
 started=$(date +%s)
 
-# Everything from here runs in new mount and network namespaces: the binds and
-# the loopback vanish with the last process, whatever happens to this script.
+# Everything from here runs in new mount, network and PID namespaces: the
+# binds and the loopback vanish with the last process, whatever happens to
+# this script, and every process left is killed when it ends. The PID
+# namespace also lets two releases run at once (scripts/test.sh does):
+# the tests that find, signal or count workers and daemons by pgrep see
+# only their own release's.
 set +e
 PLAN="$plan" ROOT="$root" REPO="$repo" TARGET="$target" LOG_DIR="$log_dir" \
-  unshare --mount --net --fork --propagation private bash -euo pipefail -c '
+  unshare --mount --net --pid --fork --propagation private bash -euo pipefail -c '
   ip link set lo up
   for d in proc sys dev "$REPO" "$TARGET"; do mkdir -p "$ROOT/$d"; done
   mount -t proc proc "$ROOT/proc"

@@ -3,6 +3,7 @@
 //! (`runner`), recorded in `results.json` (`results`) and rendered into a
 //! Markdown report (`report`). Stages implement one trait (`stage`).
 
+pub mod bounded_series;
 pub mod cancel;
 pub mod ceph;
 pub mod client_versions;

@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterSample, is_zero, is_zero_f64};
+use crate::bounded_series::{Merge, mean};
 
 /// One gateway over one second.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -39,6 +40,25 @@ pub struct GatewaySample {
     /// Requests in flight at the reading (`qactive`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub active: u64,
+}
+
+impl Merge for GatewaySample {
+    /// Rates: time-weighted means; the queue and requests in flight: their highest.
+    fn merge(&mut self, later: &Self, a: f64, b: f64) {
+        self.requests_per_s = mean(self.requests_per_s, a, later.requests_per_s, b);
+        self.failed_requests_per_s = mean(
+            self.failed_requests_per_s,
+            a,
+            later.failed_requests_per_s,
+            b,
+        );
+        self.puts_per_s = mean(self.puts_per_s, a, later.puts_per_s, b);
+        self.gets_per_s = mean(self.gets_per_s, a, later.gets_per_s, b);
+        self.put_bytes_per_s = mean(self.put_bytes_per_s, a, later.put_bytes_per_s, b);
+        self.get_bytes_per_s = mean(self.get_bytes_per_s, a, later.get_bytes_per_s, b);
+        self.queued = self.queued.max(later.queued);
+        self.active = self.active.max(later.active);
+    }
 }
 
 /// One gateway over the whole stage.
@@ -106,11 +126,11 @@ impl Deltas {
 }
 
 /// Each gateway's totals and peaks over the samples.
-pub fn activity(samples: &[ClusterSample]) -> Vec<GatewayActivity> {
+pub fn activity(samples: &[ClusterSample], interval_s: f64) -> Vec<GatewayActivity> {
     let mut by_name: BTreeMap<&str, (f64, f64, u64, u64)> = BTreeMap::new();
     let mut previous_t = 0.0;
     for s in samples {
-        let seconds = (s.t_s - previous_t).clamp(0.0, 10.0);
+        let seconds = (s.t_s - previous_t).clamp(0.0, super::osds::max_gap_s(interval_s));
         previous_t = s.t_s;
         for (name, g) in &s.gateways {
             let e = by_name.entry(name).or_default();
@@ -211,7 +231,7 @@ mod tests {
                 ..ClusterSample::default()
             },
         ];
-        let a = activity(&samples);
+        let a = activity(&samples, 1.0);
         assert_eq!(
             (a[0].requests, a[0].max_queued, a[0].max_active),
             (11, 24, 16)

@@ -23,6 +23,7 @@ use pipeline_parsers::ceph_status::{self, CLEAN, ClusterStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::bounded_series::{BoundedSeries, Merge, mean};
 use crate::ceph::CephConnection;
 
 const SAMPLER: &str = include_str!("sampler.py");
@@ -34,20 +35,17 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest line read from the sampler; a longer one (a cluster of thousands
 /// of PG states?) is skipped, not buffered.
 const MAX_LINE: u64 = 4 << 20;
-/// At most this many samples per stage (over 27 h at 1 Hz); later ones are
-/// counted, not kept, so memory stays bounded.
-const MAX_SAMPLES: usize = 100_000;
 
 /// What the cluster was doing during one stage.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterWatch {
+    /// Seconds each sample after the first spans: 1, or on a stage longer
+    /// than [`crate::bounded_series::MAX_POINTS`] seconds 2, 4, ... (its
+    /// seconds merged so that memory stays bounded).
     pub interval_s: f64,
     /// In time order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<ClusterSample>,
-    /// Samples beyond the kept ones (a stage of over a day).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub dropped: u64,
     /// Why there are no samples, or why some are missing (the first error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -150,6 +148,60 @@ impl ClusterSample {
     }
 }
 
+/// Health severities, mildest first.
+const HEALTH_ORDER: [&str; 3] = ["HEALTH_OK", "HEALTH_WARN", "HEALTH_ERR"];
+
+impl Merge for ClusterSample {
+    /// The worst of the span: its worst health, every check raised in it,
+    /// each PG state at its highest count, the fewest OSDs up and in, so a
+    /// condition that held for a second is still in the point that spans
+    /// it. Rates are time-weighted means.
+    fn merge(&mut self, later: &Self, a: f64, b: f64) {
+        self.t_s = later.t_s;
+        let rank = |h: &str| HEALTH_ORDER.iter().position(|x| *x == h);
+        if rank(&later.health) >= rank(&self.health) {
+            self.health = later.health.clone();
+        }
+        for check in &later.checks {
+            if !self.checks.contains(check) {
+                self.checks.push(check.clone());
+            }
+        }
+        self.pgs = later.pgs;
+        for (state, n) in &later.pgs_not_clean {
+            let kept = self.pgs_not_clean.entry(state.clone()).or_insert(0);
+            *kept = (*kept).max(*n);
+        }
+        self.osds = later.osds;
+        self.osds_up = self.osds_up.min(later.osds_up);
+        self.osds_in = self.osds_in.min(later.osds_in);
+        self.recovering_bytes_per_s = mean(
+            self.recovering_bytes_per_s,
+            a,
+            later.recovering_bytes_per_s,
+            b,
+        );
+        merge_maps(&mut self.osd_ops, &later.osd_ops, a, b);
+        merge_maps(&mut self.gateways, &later.gateways, a, b);
+    }
+}
+
+/// Per-daemon samples: one missing from a second did nothing in it.
+fn merge_maps<K: Ord + Clone, V: Merge + Default + Clone>(
+    mine: &mut std::collections::BTreeMap<K, V>,
+    later: &std::collections::BTreeMap<K, V>,
+    a: f64,
+    b: f64,
+) {
+    for key in later.keys() {
+        mine.entry(key.clone()).or_default();
+    }
+    for (key, v) in mine.iter_mut() {
+        let l = later.get(key).cloned().unwrap_or_default();
+        v.merge(&l, a, b);
+    }
+}
+
 /// The sampler of a run: one process, started at the first watched stage
 /// and kept until the run ends (its Python start and connection cost
 /// 0.04 CPU-s, paid once instead of at every stage). Between stages its
@@ -176,7 +228,9 @@ struct Shared {
 struct Window {
     epoch_start: f64,
     cpu_at_open: f64,
+    /// Everything but the samples, which are in `series`.
     watch: ClusterWatch,
+    series: BoundedSeries<ClusterSample>,
     osd_deltas: osds::Deltas,
     gateway_deltas: gateways::Deltas,
 }
@@ -190,8 +244,19 @@ impl Window {
                 interval_s: INTERVAL.as_secs_f64(),
                 ..ClusterWatch::default()
             },
+            series: BoundedSeries::default(),
             osd_deltas: osds::Deltas::default(),
             gateway_deltas: gateways::Deltas::default(),
+        }
+    }
+
+    /// The stage's watch, its samples in.
+    fn into_watch(self) -> ClusterWatch {
+        let (samples, width) = self.series.finish();
+        ClusterWatch {
+            samples,
+            interval_s: width as f64 * INTERVAL.as_secs_f64(),
+            ..self.watch
         }
     }
 }
@@ -288,19 +353,17 @@ pub fn beside<R>(
         let cpu_now = shared.cpu_s;
         let window = shared.window.take().expect("opened above");
         let cpu = (cpu_now >= window.cpu_at_open).then_some(cpu_now - window.cpu_at_open);
-        if shared.ended && window.watch.samples.is_empty() && window.watch.error.is_none() {
-            let mut watch = window.watch;
+        let mut watch = window.into_watch();
+        if shared.ended && watch.samples.is_empty() && watch.error.is_none() {
             watch.error = Some("the cluster sampler ended".into());
-            (watch, cpu)
-        } else {
-            (window.watch, cpu)
         }
+        (watch, cpu)
     };
     watch.sampler_cpu_s = cpu_s.map(|c| (c * 1e3).round() / 1e3);
-    watch.unhealthy = validity::verdict(&watch.samples, duration);
-    watch.osds = osds::activity(&watch.samples);
+    watch.unhealthy = validity::verdict(&watch.samples, watch.interval_s, duration);
+    watch.osds = osds::activity(&watch.samples, watch.interval_s);
     watch.observations = osds::slow_osds(&watch.osds);
-    watch.gateways = gateways::activity(&watch.samples);
+    watch.gateways = gateways::activity(&watch.samples, watch.interval_s);
     watch.observations.extend(gateways::notes(&watch.gateways));
     (result, watch)
 }
@@ -429,13 +492,7 @@ fn read_samples(stdout: impl Read, shared: &Mutex<Shared>) {
             .and_then(|l| window.sample(l))
         {
             Ok(None) => {}
-            Ok(Some(sample)) => {
-                if window.watch.samples.len() < MAX_SAMPLES {
-                    window.watch.samples.push(sample);
-                } else {
-                    window.watch.dropped += 1;
-                }
-            }
+            Ok(Some(sample)) => window.series.push(sample),
             Err(error) => note_error(&mut window.watch, error),
         }
     }
@@ -535,7 +592,7 @@ mod tests {
         read_samples(text.as_bytes(), &shared);
         let mut shared = shared.into_inner().unwrap();
         assert!(shared.ended, "the end of the output is the sampler's end");
-        (shared.window.take().unwrap().watch, shared.cpu_s)
+        (shared.window.take().unwrap().into_watch(), shared.cpu_s)
     }
 
     #[test]
@@ -633,7 +690,7 @@ mod tests {
         assert_eq!((o.writes_per_s, o.reads_per_s), (100.0, 0.0));
         assert_eq!((o.write_latency_ms, o.ops_in_progress), (Some(5.0), 4));
         assert!(o.commit_latency_ms.is_some(), "osd perf lists osd.1");
-        let activity = osds::activity(&w.samples);
+        let activity = osds::activity(&w.samples, w.interval_s);
         assert_eq!(activity.len(), 1);
         assert_eq!(
             (activity[0].writes, activity[0].write_latency_ms),

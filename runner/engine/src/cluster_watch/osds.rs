@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterSample, is_zero, is_zero_f64};
+use crate::bounded_series::{Merge, mean, mean_of_events};
 
 /// One OSD over one second.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -44,6 +45,34 @@ pub struct OsdSample {
     pub commit_latency_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apply_latency_ms: Option<f64>,
+}
+
+impl Merge for OsdSample {
+    /// Rates: time-weighted means; latencies: weighted by the operations
+    /// they are the means of; the queue: its longest.
+    fn merge(&mut self, later: &Self, a: f64, b: f64) {
+        self.read_latency_ms = mean_of_events(
+            self.read_latency_ms,
+            self.reads_per_s * a,
+            later.read_latency_ms,
+            later.reads_per_s * b,
+        );
+        self.write_latency_ms = mean_of_events(
+            self.write_latency_ms,
+            (self.writes_per_s + self.rmw_per_s) * a,
+            later.write_latency_ms,
+            (later.writes_per_s + later.rmw_per_s) * b,
+        );
+        self.commit_latency_ms =
+            mean_of_events(self.commit_latency_ms, a, later.commit_latency_ms, b);
+        self.apply_latency_ms = mean_of_events(self.apply_latency_ms, a, later.apply_latency_ms, b);
+        self.reads_per_s = mean(self.reads_per_s, a, later.reads_per_s, b);
+        self.writes_per_s = mean(self.writes_per_s, a, later.writes_per_s, b);
+        self.rmw_per_s = mean(self.rmw_per_s, a, later.rmw_per_s, b);
+        self.in_bytes_per_s = mean(self.in_bytes_per_s, a, later.in_bytes_per_s, b);
+        self.out_bytes_per_s = mean(self.out_bytes_per_s, a, later.out_bytes_per_s, b);
+        self.ops_in_progress = self.ops_in_progress.max(later.ops_in_progress);
+    }
 }
 
 /// One OSD over the whole stage.
@@ -128,7 +157,13 @@ impl Deltas {
 /// Each OSD's totals over the samples, by OSD id. Ops of a second are its
 /// rate times the second's length; a second's mean latency weighs by its ops,
 /// so the result is the stage's total latency over its total ops.
-pub fn activity(samples: &[ClusterSample]) -> Vec<OsdActivity> {
+/// The longest time between two samples that counts as covered by the
+/// later one's rates: a sampler that stalled longer says nothing of the gap.
+pub(super) fn max_gap_s(interval_s: f64) -> f64 {
+    10.0_f64.max(2.0 * interval_s)
+}
+
+pub fn activity(samples: &[ClusterSample], interval_s: f64) -> Vec<OsdActivity> {
     #[derive(Default)]
     struct Sums {
         reads: f64,
@@ -142,7 +177,7 @@ pub fn activity(samples: &[ClusterSample]) -> Vec<OsdActivity> {
     let mut sums: BTreeMap<u32, Sums> = BTreeMap::new();
     let mut previous_t = 0.0;
     for s in samples {
-        let seconds = (s.t_s - previous_t).clamp(0.0, 10.0);
+        let seconds = (s.t_s - previous_t).clamp(0.0, max_gap_s(interval_s));
         previous_t = s.t_s;
         for (&osd, o) in &s.osd_ops {
             let e = sums.entry(osd).or_default();

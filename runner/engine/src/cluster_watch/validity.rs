@@ -9,7 +9,7 @@
 //! lasted: "16 PGs were recovering (12 s of 30); health check OSD_DOWN
 //! raised at 5 s".
 
-use super::{ClusterSample, INTERVAL};
+use super::ClusterSample;
 
 /// PG conditions, each by the state words that mean it, in the order the
 /// verdict names them.
@@ -24,12 +24,12 @@ const CONDITIONS: [(&str, &[&str]); 5] = [
     ),
 ];
 
-/// The flag of a stage that ran `duration_s` with these samples, or `None`
-/// when every sample was clean.
-pub fn verdict(samples: &[ClusterSample], duration_s: f64) -> Option<String> {
+/// The flag of a stage that ran `duration_s` with these samples (each after
+/// the first spanning `sample_s` seconds), or `None` when every sample was clean.
+pub fn verdict(samples: &[ClusterSample], sample_s: f64, duration_s: f64) -> Option<String> {
     let first = samples.first()?;
     let total = duration_s.round().max(1.0);
-    let secs = |n: usize| (n as f64 * INTERVAL.as_secs_f64()).min(total);
+    let secs = |n: usize| (n as f64 * sample_s).min(total);
     let mut parts = Vec::new();
     // HEALTH_ERR (a full OSD, PGs down or incomplete) makes every figure
     // suspect, even when the stage began with it: a standing error is no
@@ -137,8 +137,40 @@ mod tests {
     #[test]
     fn a_clean_stage_is_not_flagged() {
         let samples: Vec<_> = (0..10).map(|t| sample(t as f64, &[], &[])).collect();
-        assert_eq!(verdict(&samples, 10.2), None);
-        assert_eq!(verdict(&[], 10.0), None);
+        assert_eq!(verdict(&samples, 1.0, 10.2), None);
+        assert_eq!(verdict(&[], 1.0, 10.0), None);
+    }
+
+    /// An hour's stage, kept in bounded memory (its seconds merged into
+    /// 8-second points): 12 s of recovery at 1000 s (three points, 24 s) and a check raised at
+    /// 2000 s are still found, their times to a point's width.
+    #[test]
+    fn an_hour_long_stage_merged_in_memory_still_flags_a_short_condition() {
+        use crate::bounded_series::BoundedSeries;
+        let mut series = BoundedSeries::default();
+        for t in 0..3600 {
+            let states: &[(&str, u64)] = if (1000..1012).contains(&t) {
+                &[("active+recovering", 9)]
+            } else {
+                &[]
+            };
+            let checks: &[&str] = if (2000..2003).contains(&t) {
+                &["OSD_DOWN"]
+            } else {
+                &[]
+            };
+            series.push(sample(t as f64, states, checks));
+        }
+        let (samples, width) = series.finish();
+        assert!(samples.len() <= crate::bounded_series::MAX_POINTS + 1);
+        assert_eq!(width, 8);
+        assert_eq!(
+            verdict(&samples, width as f64, 3600.0).as_deref(),
+            Some(
+                "9 PGs were recovering (24 s of 3600); \
+                 health check OSD_DOWN raised at 2000 s"
+            )
+        );
     }
 
     #[test]
@@ -149,10 +181,10 @@ mod tests {
             sample(2.0, &[], &["POOL_NO_REDUNDANCY", "OSDMAP_FLAGS"]),
         ];
         assert_eq!(
-            verdict(&samples, 3.0).as_deref(),
+            verdict(&samples, 1.0, 3.0).as_deref(),
             Some("health check OSDMAP_FLAGS raised at 2 s")
         );
-        assert_eq!(verdict(&samples[..2], 2.0), None);
+        assert_eq!(verdict(&samples[..2], 1.0, 2.0), None);
     }
 
     /// As a memstore OSD's used-bytes counter that wrapped around (16 EiB
@@ -165,7 +197,7 @@ mod tests {
         };
         let samples = [full(0.0), full(1.0), full(2.0)];
         assert_eq!(
-            verdict(&samples, 3.0).as_deref(),
+            verdict(&samples, 1.0, 3.0).as_deref(),
             Some("the cluster was HEALTH_ERR (OSD_FULL, POOL_FULL) (3 s of 3)")
         );
     }
@@ -194,7 +226,7 @@ mod tests {
             samples.push(sample(t as f64, &[], &[]));
         }
         assert_eq!(
-            verdict(&samples, 30.1).as_deref(),
+            verdict(&samples, 1.0, 30.1).as_deref(),
             Some(
                 "20 PGs were recovering (5 s of 30); 21 PGs were degraded (11 s of 30); \
                  health check OSD_DOWN raised at 5 s; health check PG_DEGRADED raised at 5 s"
@@ -209,7 +241,7 @@ mod tests {
             sample(1.0, &[("active+remapped", 3)], &[]),
         ];
         assert_eq!(
-            verdict(&samples, 2.0).as_deref(),
+            verdict(&samples, 1.0, 2.0).as_deref(),
             Some("1 PG was scrubbing (1 s of 2); 3 PGs were not active+clean (1 s of 2)")
         );
     }

@@ -21,14 +21,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use pipeline_stage_api::hosts::Host;
+
+use crate::bounded_series::{BoundedSeries, Merge, mean, mean_of_events};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One sample a second.
 pub const INTERVAL: Duration = Duration::from_secs(1);
-/// At most this many samples per stage (over 27 h at 1 Hz); later ones are
-/// counted, not kept, so memory stays bounded.
-const MAX_SAMPLES: usize = 100_000;
 /// Longest `/proc` file read (a machine with thousands of devices is cut, not buffered whole).
 const MAX_FILE: u64 = 4 << 20;
 
@@ -37,13 +36,13 @@ const MAX_FILE: u64 = 4 << 20;
 pub struct HostWatch {
     /// `local` (the machine the runner runs on), or an inventory host.
     pub host: String,
+    /// Seconds each sample after the first spans: 1, or on a stage longer
+    /// than [`crate::bounded_series::MAX_POINTS`] seconds 2, 4, ... (its
+    /// seconds merged so that memory stays bounded).
     pub interval_s: f64,
     /// In time order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<HostSample>,
-    /// Samples beyond the kept ones (a stage of over a day).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub dropped: u64,
     /// Why there are no samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -271,14 +270,20 @@ pub fn beside_live<R>(
             let _ = child.wait();
         }
         watch.host = name;
-        watch.interval_s = INTERVAL.as_secs_f64();
         let osds_on = watch
             .manifest
             .as_ref()
             .and_then(|m| m.hostname.as_deref())
             .map(|hostname| osds.on_host(hostname))
             .unwrap_or_default();
-        let found = verdict::verdict(&watch.host, &watch.samples, duration, &rates, &osds_on);
+        let found = verdict::verdict(
+            &watch.host,
+            &watch.samples,
+            watch.interval_s,
+            duration,
+            &rates,
+            &osds_on,
+        );
         watch.limited_by = found.limited_by;
         watch.observations = found.observations;
         watches.push(watch);
@@ -336,7 +341,11 @@ fn sample_until(
     live: Option<&(Arc<crate::live_metrics::LiveMetrics>, String)>,
 ) -> (HostWatch, BTreeMap<String, procfs::LinkRate>) {
     let cpu_at_start = thread_cpu_s();
-    let mut watch = sample_loop(stop, start, &mut source, live);
+    let mut series = BoundedSeries::default();
+    let mut watch = sample_loop(stop, start, &mut source, live, &mut series);
+    let (samples, width) = series.finish();
+    watch.samples = samples;
+    watch.interval_s = width as f64 * INTERVAL.as_secs_f64();
     watch.sampler_cpu_s = ((thread_cpu_s() - cpu_at_start) * 1e6).round() / 1e6;
     let rates = source.rates(&watch.samples);
     if let Source::Remote(session) = source {
@@ -359,11 +368,13 @@ fn thread_cpu_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// The watch's record but its samples, which go into `series`.
 fn sample_loop(
     stop: &(Mutex<bool>, Condvar),
     start: Instant,
     source: &mut Source,
     live: Option<&(Arc<crate::live_metrics::LiveMetrics>, String)>,
+    series: &mut BoundedSeries<HostSample>,
 ) -> HostWatch {
     let mut watch = HostWatch::default();
     let mut before = match source.read() {
@@ -402,15 +413,11 @@ fn sample_loop(
                     let now = Instant::now();
                     let seconds = now.duration_since(before_at).as_secs_f64();
                     let t_s = now.duration_since(start).as_secs_f64();
-                    if watch.samples.len() < MAX_SAMPLES {
-                        let sample = procfs::between(&before, &after, seconds, t_s);
-                        if let Some((live, host)) = live {
-                            live.host_sample(host, &sample);
-                        }
-                        watch.samples.push(sample);
-                    } else {
-                        watch.dropped += 1;
+                    let sample = procfs::between(&before, &after, seconds, t_s);
+                    if let Some((live, host)) = live {
+                        live.host_sample(host, &sample);
                     }
+                    series.push(sample);
                     before = after;
                     before_at = now;
                 }
@@ -461,6 +468,69 @@ fn read_snapshot() -> Option<procfs::Snapshot> {
 
 /// The link speed and egress shaping of each interface the samples name,
 /// on this machine (`/sys/class/net/IF/speed`, `tc -j qdisc show`, once per stage).
+impl Merge for HostSample {
+    /// Shares and rates: time-weighted means; retransmits and drops:
+    /// summed; available memory: its lowest.
+    fn merge(&mut self, later: &Self, a: f64, b: f64) {
+        self.t_s = later.t_s;
+        let cores = self.cpu_busy_pct.len().max(later.cpu_busy_pct.len());
+        self.cpu_busy_pct = (0..cores)
+            .map(|i| {
+                let x = self.cpu_busy_pct.get(i).copied().unwrap_or(0.0);
+                let y = later.cpu_busy_pct.get(i).copied().unwrap_or(0.0);
+                mean(x, a, y, b)
+            })
+            .collect();
+        for (mine, theirs) in [
+            (&mut self.cpu_iowait_pct, later.cpu_iowait_pct),
+            (&mut self.cpu_steal_pct, later.cpu_steal_pct),
+            (&mut self.cpu_user_pct, later.cpu_user_pct),
+            (&mut self.cpu_nice_pct, later.cpu_nice_pct),
+            (&mut self.cpu_system_pct, later.cpu_system_pct),
+            (&mut self.cpu_softirq_pct, later.cpu_softirq_pct),
+        ] {
+            *mine = mean(*mine, a, theirs, b);
+        }
+        if later.memory_total_bytes > 0 {
+            self.memory_available_bytes = if self.memory_total_bytes > 0 {
+                self.memory_available_bytes
+                    .min(later.memory_available_bytes)
+            } else {
+                later.memory_available_bytes
+            };
+            self.memory_total_bytes = later.memory_total_bytes;
+        }
+        // A device or interface absent from a second did nothing in it.
+        for name in later.disks.keys() {
+            self.disks.entry(name.clone()).or_default();
+        }
+        for (name, d) in self.disks.iter_mut() {
+            let l = later.disks.get(name).cloned().unwrap_or_default();
+            d.await_ms = mean_of_events(
+                d.await_ms,
+                (d.reads_per_s + d.writes_per_s) * a,
+                l.await_ms,
+                (l.reads_per_s + l.writes_per_s) * b,
+            );
+            d.util_pct = mean(d.util_pct, a, l.util_pct, b);
+            d.read_bytes_per_s = mean(d.read_bytes_per_s, a, l.read_bytes_per_s, b);
+            d.write_bytes_per_s = mean(d.write_bytes_per_s, a, l.write_bytes_per_s, b);
+            d.reads_per_s = mean(d.reads_per_s, a, l.reads_per_s, b);
+            d.writes_per_s = mean(d.writes_per_s, a, l.writes_per_s, b);
+        }
+        for name in later.nics.keys() {
+            self.nics.entry(name.clone()).or_default();
+        }
+        for (name, n) in self.nics.iter_mut() {
+            let l = later.nics.get(name).cloned().unwrap_or_default();
+            n.rx_bytes_per_s = mean(n.rx_bytes_per_s, a, l.rx_bytes_per_s, b);
+            n.tx_bytes_per_s = mean(n.tx_bytes_per_s, a, l.tx_bytes_per_s, b);
+            n.dropped += l.dropped;
+        }
+        self.tcp_retransmits += later.tcp_retransmits;
+    }
+}
+
 fn local_rates(samples: &[HostSample]) -> BTreeMap<String, procfs::LinkRate> {
     let mut names: Vec<&String> = samples.iter().flat_map(|s| s.nics.keys()).collect();
     names.sort();

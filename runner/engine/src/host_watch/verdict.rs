@@ -33,13 +33,14 @@ pub struct Verdict {
     pub observations: Vec<String>,
 }
 
-/// The findings for `host`, whose stage ran `duration_s` with these samples;
-/// `rates` is what the interfaces can carry (link speed, egress shaping);
+/// The findings for `host`, whose stage ran `duration_s` with these samples
+/// (each after the first spanning `sample_s` seconds); `rates` is what the interfaces can carry (link speed, egress shaping);
 /// `osds_on` names the OSDs each of its disks serves (`loop1` → `osd.1 of
 /// node1`, [`super::osd_disks`]).
 pub fn verdict(
     host: &str,
     samples: &[HostSample],
+    sample_s: f64,
     duration_s: f64,
     rates: &BTreeMap<String, LinkRate>,
     osds_on: &BTreeMap<String, String>,
@@ -49,7 +50,7 @@ pub fn verdict(
         return out;
     }
     let total = duration_s.round().max(1.0);
-    let of = |n: usize| format!("({:.0} s of {total:.0})", (n as f64).min(total));
+    let of = |n: usize| format!("({:.0} s of {total:.0})", (n as f64 * sample_s).min(total));
     let limiting = |n: usize| 2 * n >= samples.len() && n > 0;
 
     let all_busy = samples
@@ -252,7 +253,14 @@ mod tests {
                 ..cpu(&[25.0, 30.0])
             })
             .collect();
-        let v = verdict("local", &samples, 3.0, &BTreeMap::new(), &BTreeMap::new());
+        let v = verdict(
+            "local",
+            &samples,
+            1.0,
+            3.0,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert!(v.limited_by.is_empty(), "{v:?}");
         assert_eq!(
             v.observations,
@@ -262,10 +270,58 @@ mod tests {
         );
     }
 
+    /// An hour's stage kept in bounded memory (8-second points): a disk
+    /// saturated for its last 40 minutes, retransmits spread over it.
+    #[test]
+    fn an_hour_long_stage_merged_in_memory_keeps_its_verdict_and_counts() {
+        let mut series = crate::bounded_series::BoundedSeries::default();
+        for t in 0..3600 {
+            let mut s = HostSample {
+                t_s: t as f64,
+                tcp_retransmits: 1,
+                ..cpu(&[20.0, 20.0])
+            };
+            let util_pct = if t >= 1200 { 100.0 } else { 5.0 };
+            s.disks.insert(
+                "vda".into(),
+                DiskSample {
+                    util_pct,
+                    ..DiskSample::default()
+                },
+            );
+            series.push(s);
+        }
+        let (samples, width) = series.finish();
+        assert_eq!((samples.len(), width), (451, 8));
+        let v = verdict(
+            "node1",
+            &samples,
+            width as f64,
+            3600.0,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            v.limited_by,
+            ["disk: vda of node1 ≥ 90% utilised (2400 s of 3600)"]
+        );
+        assert_eq!(
+            v.observations,
+            ["3600 TCP segment(s) retransmitted on node1"]
+        );
+    }
+
     #[test]
     fn every_core_busy_most_of_the_stage_is_cpu_bound() {
         let samples = [cpu(&[97.0, 93.0]), cpu(&[99.0, 95.0]), cpu(&[40.0, 30.0])];
-        let v = verdict("local", &samples, 3.0, &BTreeMap::new(), &BTreeMap::new());
+        let v = verdict(
+            "local",
+            &samples,
+            1.0,
+            3.0,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert_eq!(
             v.limited_by,
             ["CPU: every core of local ≥ 90% busy (2 s of 3)"]
@@ -275,7 +331,14 @@ mod tests {
     #[test]
     fn one_saturated_core_while_the_other_idles_is_one_threads_limit() {
         let samples = [cpu(&[99.0, 8.0]), cpu(&[12.0, 98.0])];
-        let v = verdict("client1", &samples, 2.0, &BTreeMap::new(), &BTreeMap::new());
+        let v = verdict(
+            "client1",
+            &samples,
+            1.0,
+            2.0,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert_eq!(
             v.limited_by,
             [
@@ -336,6 +399,7 @@ mod tests {
             "local",
             std::slice::from_ref(&s),
             1.0,
+            1.0,
             &rates,
             &BTreeMap::new(),
         );
@@ -344,6 +408,7 @@ mod tests {
             verdict(
                 "node2",
                 std::slice::from_ref(&s),
+                1.0,
                 1.0,
                 &BTreeMap::new(),
                 &osds_on
@@ -374,7 +439,14 @@ mod tests {
     fn a_limit_for_less_than_half_the_stage_is_not_the_limit() {
         let samples = [cpu(&[99.0, 99.0]), cpu(&[10.0, 10.0]), cpu(&[10.0, 10.0])];
         assert_eq!(
-            verdict("local", &samples, 3.0, &BTreeMap::new(), &BTreeMap::new()),
+            verdict(
+                "local",
+                &samples,
+                1.0,
+                3.0,
+                &BTreeMap::new(),
+                &BTreeMap::new()
+            ),
             Verdict::default()
         );
     }
