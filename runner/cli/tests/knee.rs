@@ -1,5 +1,6 @@
-//! `search:` (the knee under a latency target) against the sandbox: S3
-//! GETs through its radosgw and fio's rbd engine on its OSDs. What is
+//! `search:` (the knee under a latency target) against the sandbox, for
+//! every workload of pipelines/capacity.yaml: S3 GETs and PUTs and Swift
+//! GETs through its radosgw, fio's rbd and rados engines on its OSDs. What is
 //! claimed is checked step by step from the run's own record: the knee's
 //! step held the SLO, a step above it did not (or fell behind its
 //! schedule), the hold ran at its share of the knee, and fio was really
@@ -150,6 +151,59 @@ fn s3_get_knee_holds_its_slo_and_the_step_above_does_not() {
     );
 }
 
+/// An object-gateway search (S3 PUT, Swift GET): the generic checks, the
+/// hold at its target, and every step's buckets gone.
+fn object_knee(file: &str, stage_id: &str, suite_name: &str) {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let (r, run_dir, _) = run(file);
+    let s = stage(&r, stage_id);
+    the_knee_held_and_the_step_above_did_not(s, &run_dir);
+    assert_eq!(
+        metrics(s)
+            .iter()
+            .find(|m| m["name"] == "target_rate")
+            .and_then(|m| m["value"].as_f64()),
+        Some(value(s, "hold_target_rate"))
+    );
+    assert!(
+        bucket_names().iter().all(|b| !b.contains(suite_name)),
+        "every step removed its buckets: {:?}",
+        bucket_names()
+    );
+}
+
+fn s3_put_knee_holds_its_slo_and_the_step_above_does_not() {
+    object_knee("tests/knee/s3-put.yaml", "put", "knee-s3-put");
+}
+
+fn swift_get_knee_holds_its_slo_and_the_step_above_does_not() {
+    object_knee("tests/knee/swift-get.yaml", "get", "knee-swift-get");
+}
+
+fn fio_rados_knee_holds_its_slo_and_the_step_above_does_not() {
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let (r, run_dir, _) = run("tests/knee/fio-rados.yaml");
+    let s = stage(&r, "randwrite");
+    the_knee_held_and_the_step_above_did_not(s, &run_dir);
+    // fio's rados engine was told each step's rate, and the hold's.
+    let rated = s["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            let c = c["command"].as_str().unwrap();
+            c.contains("--ioengine=rados") && c.contains("--rate_iops=")
+        })
+        .count();
+    assert_eq!(
+        rated,
+        per_step(s, "search_target_rate").len() + 1,
+        "{:#}",
+        s["commands"]
+    );
+    assert!(!common::cluster::pools().contains(&"pipeline-test-knee-rados".to_string()));
+}
+
 fn fio_rbd_knee_sets_each_jobs_rate_and_holds_its_slo() {
     let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let (r, run_dir, _) = run("tests/knee/fio-rbd.yaml");
@@ -188,6 +242,21 @@ fn main() {
             "fio_rbd_knee_sets_each_jobs_rate_and_holds_its_slo",
             &[Tier::Cluster],
             fio_rbd_knee_sets_each_jobs_rate_and_holds_its_slo,
+        ),
+        live(
+            "s3_put_knee_holds_its_slo_and_the_step_above_does_not",
+            &[Tier::Cluster],
+            s3_put_knee_holds_its_slo_and_the_step_above_does_not,
+        ),
+        live(
+            "swift_get_knee_holds_its_slo_and_the_step_above_does_not",
+            &[Tier::Cluster],
+            swift_get_knee_holds_its_slo_and_the_step_above_does_not,
+        ),
+        live(
+            "fio_rados_knee_holds_its_slo_and_the_step_above_does_not",
+            &[Tier::Cluster],
+            fio_rados_knee_holds_its_slo_and_the_step_above_does_not,
         ),
     ]);
 }
