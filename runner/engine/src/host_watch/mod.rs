@@ -12,6 +12,7 @@
 pub mod manifest;
 pub mod osd_disks;
 pub mod procfs;
+pub mod procs;
 pub mod remote;
 pub mod verdict;
 
@@ -28,6 +29,10 @@ use serde::{Deserialize, Serialize};
 
 /// One sample a second.
 pub const INTERVAL: Duration = Duration::from_secs(1);
+/// The watched processes are read every this many samples: a walk of every
+/// PID costs 8 to 9 ms of CPU in a host's shell here, most of the 1%-of-a-
+/// core budget if done every second; every fifth second it is 0.2%.
+pub const PROCESS_EVERY: u64 = 5;
 /// Longest `/proc` file read (a machine with thousands of devices is cut, not buffered whole).
 const MAX_FILE: u64 = 4 << 20;
 
@@ -43,6 +48,10 @@ pub struct HostWatch {
     /// In time order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<HostSample>,
+    /// Who took the CPU: the Ceph daemons and benchmark clients by name,
+    /// every [`PROCESS_EVERY`] seconds, in time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<procs::ProcessPoint>,
     /// Why there are no samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -148,10 +157,18 @@ enum Source {
 }
 
 impl Source {
-    fn read(&mut self) -> Result<procfs::Snapshot, String> {
+    /// One reading, with the watched processes when `procs`.
+    fn read(&mut self, procs: bool) -> Result<procfs::Snapshot, String> {
         match self {
-            Source::Local => read_snapshot().ok_or_else(|| "/proc/stat is not readable".into()),
-            Source::Remote(session) => session.read(),
+            Source::Local => {
+                let mut snapshot =
+                    read_snapshot().ok_or_else(|| "/proc/stat is not readable".to_string())?;
+                if procs {
+                    snapshot.procs = Some(procs::parse(&procs::read_local()));
+                }
+                Ok(snapshot)
+            }
+            Source::Remote(session) => session.read(procs),
         }
     }
 
@@ -280,6 +297,7 @@ pub fn beside_live<R>(
             &watch.host,
             &watch.samples,
             watch.interval_s,
+            &watch.processes,
             duration,
             &rates,
             &osds_on,
@@ -342,9 +360,11 @@ fn sample_until(
 ) -> (HostWatch, BTreeMap<String, procfs::LinkRate>) {
     let cpu_at_start = thread_cpu_s();
     let mut series = BoundedSeries::default();
-    let mut watch = sample_loop(stop, start, &mut source, live, &mut series);
+    let mut processes = BoundedSeries::default();
+    let mut watch = sample_loop(stop, start, &mut source, live, &mut series, &mut processes);
     let (samples, width) = series.finish();
     watch.samples = samples;
+    watch.processes = processes.finish().0;
     watch.interval_s = width as f64 * INTERVAL.as_secs_f64();
     watch.sampler_cpu_s = ((thread_cpu_s() - cpu_at_start) * 1e6).round() / 1e6;
     let rates = source.rates(&watch.samples);
@@ -375,9 +395,11 @@ fn sample_loop(
     source: &mut Source,
     live: Option<&(Arc<crate::live_metrics::LiveMetrics>, String)>,
     series: &mut BoundedSeries<HostSample>,
+    processes: &mut BoundedSeries<procs::ProcessPoint>,
 ) -> HostWatch {
     let mut watch = HostWatch::default();
-    let mut before = match source.read() {
+    let mut readings: u64 = 0;
+    let mut before = match source.read(true) {
         Ok(s) => s,
         Err(e) => {
             watch.error = Some(e);
@@ -385,6 +407,7 @@ fn sample_loop(
         }
     };
     let mut before_at = Instant::now();
+    let mut procs_before = before.procs.take().map(|p| (p, before_at));
     // Inside the first second: its rates use the time that really passed.
     watch.manifest = source.manifest();
     let mut next = before_at + INTERVAL;
@@ -407,10 +430,25 @@ fn sample_loop(
         let seconds = before_at.elapsed().as_secs_f64();
         // A stage's tail shorter than a fifth of a second says little; it is not a sample.
         if !stopped || seconds >= 0.2 {
-            match source.read() {
-                Ok(after) => {
+            readings += 1;
+            // The last reading has them too: the stage's tail is in.
+            let with_procs = stopped || readings.is_multiple_of(PROCESS_EVERY);
+            match source.read(with_procs) {
+                Ok(mut after) => {
                     // Stamped when the reading is complete: the runner's clock for every host.
                     let now = Instant::now();
+                    if let Some(procs_after) = after.procs.take() {
+                        if let Some((procs_then, then)) = &procs_before {
+                            let span_s = now.duration_since(*then).as_secs_f64();
+                            processes.push(procs::ProcessPoint {
+                                t_s: (now.duration_since(start).as_secs_f64() * 1000.0).round()
+                                    / 1000.0,
+                                span_s: (span_s * 1000.0).round() / 1000.0,
+                                by_name: procs::between(procs_then, &procs_after, span_s),
+                            });
+                        }
+                        procs_before = Some((procs_after, now));
+                    }
                     let seconds = now.duration_since(before_at).as_secs_f64();
                     let t_s = now.duration_since(start).as_secs_f64();
                     let sample = procfs::between(&before, &after, seconds, t_s);

@@ -235,6 +235,8 @@ pub struct Snapshot {
     pub tcp_retransmits: Option<u64>,
     pub disks: BTreeMap<String, DiskCounters>,
     pub memory: Option<Memory>,
+    /// The watched processes, when this reading included them.
+    pub procs: Option<BTreeMap<u32, super::procs::ProcTimes>>,
 }
 
 /// `/proc/meminfo`'s total and available memory, bytes.
@@ -266,6 +268,7 @@ pub fn snapshot(stat: &str, net_dev: &str, snmp: &str, diskstats: &str, meminfo:
         tcp_retransmits: parse_tcp_retransmits(snmp),
         disks: parse_diskstats(diskstats),
         memory: parse_meminfo(meminfo),
+        procs: None,
     }
 }
 

@@ -19,11 +19,13 @@ use super::manifest::HostManifest;
 use super::procfs::{self, Snapshot};
 
 /// Answers each line it reads with the files between markers; `@@end`
-/// closes an answer. A line `m` asks for the host's manifest instead.
+/// closes an answer. A line `m` asks for the host's manifest instead, a
+/// line `tp` for the processes too ([`super::procs::REMOTE_SCRIPT`]).
 fn script() -> String {
     format!(
         "while read -r what; do \
 if [ \"$what\" = m ]; then {}; continue; fi; \
+if [ \"$what\" = tp ]; then echo @@procs; {}; fi; \
 echo @@stat; cat /proc/stat; \
 echo @@net-dev; cat /proc/net/dev; \
 echo @@snmp; cat /proc/net/snmp; \
@@ -33,13 +35,15 @@ echo @@block; ls /sys/block; \
 echo @@speed; for f in /sys/class/net/*/speed; do n=${{f%/speed}}; echo \"${{n##*/}} $(cat \"$f\" 2>/dev/null)\"; done; \
 echo @@qdisc; tc -j qdisc show 2>/dev/null; echo; \
 echo @@end; done",
-        super::manifest::remote_script()
+        super::manifest::remote_script(),
+        super::procs::REMOTE_SCRIPT
     )
 }
 
 /// The sections an answer may have.
-const SECTIONS: [&str; 15] = [
+const SECTIONS: [&str; 16] = [
     "stat",
+    "procs",
     "net-dev",
     "snmp",
     "diskstats",
@@ -100,10 +104,10 @@ impl Session {
         })
     }
 
-    /// Asks for one reading and waits for it. `Err` when the session ended
-    /// or the answer was not one.
-    pub fn read(&mut self) -> Result<Snapshot, String> {
-        let sections = self.ask("t")?;
+    /// Asks for one reading (with the watched processes when `procs`) and
+    /// waits for it. `Err` when the session ended or the answer was not one.
+    pub fn read(&mut self, procs: bool) -> Result<Snapshot, String> {
+        let sections = self.ask(if procs { "tp" } else { "t" })?;
         let get = |k: &str| sections.get(k).map(String::as_str).unwrap_or_default();
         if procfs::parse_stat(get("stat")).is_empty() {
             return Err("an answer without /proc/stat".into());
@@ -123,6 +127,9 @@ impl Session {
         procfs::parse_speeds(get("speed"), &mut rates);
         procfs::parse_tc_qdiscs(get("qdisc"), &mut rates);
         self.rates = rates;
+        if procs {
+            snapshot.procs = Some(super::procs::parse(get("procs")));
+        }
         Ok(snapshot)
     }
 

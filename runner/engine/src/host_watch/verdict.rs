@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use super::HostSample;
 use super::procfs::LinkRate;
+use super::procs::ProcessPoint;
 
 const ALL_CORES_BUSY_PCT: f64 = 90.0;
 const ONE_CORE_BUSY_PCT: f64 = 95.0;
@@ -34,13 +35,15 @@ pub struct Verdict {
 }
 
 /// The findings for `host`, whose stage ran `duration_s` with these samples
-/// (each after the first spanning `sample_s` seconds); `rates` is what the interfaces can carry (link speed, egress shaping);
+/// (each after the first spanning `sample_s` seconds) and these readings
+/// of its daemons' and clients' CPU; `rates` is what the interfaces can carry (link speed, egress shaping);
 /// `osds_on` names the OSDs each of its disks serves (`loop1` → `osd.1 of
 /// node1`, [`super::osd_disks`]).
 pub fn verdict(
     host: &str,
     samples: &[HostSample],
     sample_s: f64,
+    processes: &[ProcessPoint],
     duration_s: f64,
     rates: &BTreeMap<String, LinkRate>,
     osds_on: &BTreeMap<String, String>,
@@ -64,16 +67,20 @@ pub fn verdict(
         .count();
     if limiting(all_busy) {
         out.limited_by.push(format!(
-            "CPU: every core of {host} ≥ {ALL_CORES_BUSY_PCT:.0}% busy {}",
-            of(all_busy)
+            "CPU: every core of {host} ≥ {ALL_CORES_BUSY_PCT:.0}% busy {}{}",
+            of(all_busy),
+            who_took_it(processes)
         ));
     } else {
         let one_busy = samples.iter().filter(|s| one_core_saturated(s)).count();
         if limiting(one_busy) {
             out.limited_by.push(format!(
-                "CPU: one core of {host} ≥ {ONE_CORE_BUSY_PCT:.0}% busy while the others idled {} (a single-threaded client or daemon)",
-                of(one_busy)
+                "CPU: one core of {host} ≥ {ONE_CORE_BUSY_PCT:.0}% busy while the others idled {} (a single-threaded client or daemon){}",
+                of(one_busy),
+                who_took_it(processes)
             ));
+        } else if let Some(finding) = one_busy_thread(host, processes, total, samples) {
+            out.limited_by.push(finding);
         }
     }
 
@@ -191,6 +198,70 @@ pub fn verdict(
     out
 }
 
+/// The watched processes that took the most CPU over the stage (a mean of
+/// its readings, weighted by their spans), to three, each at 10% of a core
+/// or more: "; radosgw 112%, fio 61% of a core". Empty without readings.
+fn who_took_it(processes: &[ProcessPoint]) -> String {
+    let span: f64 = processes.iter().map(|p| p.span_s).sum();
+    if span <= 0.0 {
+        return String::new();
+    }
+    let mut by_name: BTreeMap<&str, f64> = BTreeMap::new();
+    for p in processes {
+        for (name, s) in &p.by_name {
+            *by_name.entry(name).or_default() += s.cpu_pct * p.span_s / span;
+        }
+    }
+    let mut top: Vec<(&str, f64)> = by_name
+        .into_iter()
+        .filter(|(_, pct)| *pct >= 10.0)
+        .collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    top.truncate(3);
+    if top.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = top
+        .iter()
+        .map(|(n, pct)| format!("{n} {pct:.0}%"))
+        .collect();
+    format!("; {} of a core", named.join(", "))
+}
+
+/// A client whose busiest thread held a core (≥ 95% of one, less steal)
+/// for at least half of the process readings: the client's own limit, found
+/// even when that thread moved between cores and no core was full.
+fn one_busy_thread(
+    host: &str,
+    processes: &[ProcessPoint],
+    total: f64,
+    samples: &[HostSample],
+) -> Option<String> {
+    let steal = samples.iter().map(|s| s.cpu_steal_pct).sum::<f64>() / samples.len().max(1) as f64;
+    let mut names: Vec<&String> = processes.iter().flat_map(|p| p.by_name.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let busy: Vec<&ProcessPoint> = processes
+            .iter()
+            .filter(|p| {
+                p.by_name
+                    .get(name)
+                    .and_then(|s| s.busiest_thread_pct)
+                    .is_some_and(|pct| pct >= ONE_CORE_BUSY_PCT - steal)
+            })
+            .collect();
+        if !busy.is_empty() && 2 * busy.len() >= processes.len() {
+            let seconds: f64 = busy.iter().map(|p| p.span_s).sum();
+            return Some(format!(
+                "CPU: one thread of {name} on {host} ≥ {ONE_CORE_BUSY_PCT:.0}% of a core ({:.0} s of {total:.0}) (a single-threaded client)",
+                seconds.min(total)
+            ));
+        }
+    }
+    None
+}
+
 /// Below this share of MemAvailable a host's memory is worth a note.
 const LOW_MEMORY_SHARE: f64 = 0.05;
 
@@ -257,6 +328,7 @@ mod tests {
             "local",
             &samples,
             1.0,
+            &[],
             3.0,
             &BTreeMap::new(),
             &BTreeMap::new(),
@@ -297,6 +369,7 @@ mod tests {
             "node1",
             &samples,
             width as f64,
+            &[],
             3600.0,
             &BTreeMap::new(),
             &BTreeMap::new(),
@@ -311,6 +384,106 @@ mod tests {
         );
     }
 
+    fn point(t_s: f64, named: &[(&str, f64, Option<f64>)]) -> ProcessPoint {
+        ProcessPoint {
+            t_s,
+            span_s: 5.0,
+            by_name: named
+                .iter()
+                .map(|(n, cpu_pct, busiest_thread_pct)| {
+                    (
+                        n.to_string(),
+                        crate::host_watch::procs::ProcessSample {
+                            cpu_pct: *cpu_pct,
+                            count: 1,
+                            busiest_thread_pct: *busiest_thread_pct,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Both cores full: who took them is said with the finding.
+    #[test]
+    fn every_core_busy_names_who_took_it() {
+        let samples = [cpu(&[97.0, 99.0]), cpu(&[99.0, 95.0]), cpu(&[98.0, 96.0])];
+        let processes = [
+            point(
+                5.0,
+                &[("radosgw", 120.0, None), ("pipeline", 60.0, Some(30.0))],
+            ),
+            point(
+                10.0,
+                &[
+                    ("radosgw", 100.0, None),
+                    ("pipeline", 70.0, Some(35.0)),
+                    ("ceph-osd", 8.0, None),
+                ],
+            ),
+        ];
+        let v = verdict(
+            "local",
+            &samples,
+            1.0,
+            &processes,
+            3.0,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            v.limited_by,
+            [
+                "CPU: every core of local ≥ 90% busy (3 s of 3); radosgw 110%, pipeline 65% of a core"
+            ]
+        );
+    }
+
+    /// A single-threaded client whose thread the scheduler moved between
+    /// the cores: neither core was full, its thread was.
+    #[test]
+    fn a_client_thread_that_held_a_core_while_moving_between_cores() {
+        let samples: Vec<HostSample> = (0..10)
+            .map(|i| {
+                if i % 2 == 0 {
+                    cpu(&[70.0, 40.0])
+                } else {
+                    cpu(&[40.0, 70.0])
+                }
+            })
+            .collect();
+        let processes = [
+            point(5.0, &[("dd", 99.0, Some(99.0)), ("ceph-osd", 12.0, None)]),
+            point(10.0, &[("dd", 98.0, Some(98.0)), ("ceph-osd", 12.0, None)]),
+        ];
+        let v = verdict(
+            "local",
+            &samples,
+            1.0,
+            &processes,
+            10.0,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            v.limited_by,
+            [
+                "CPU: one thread of dd on local ≥ 95% of a core (10 s of 10) (a single-threaded client)"
+            ]
+        );
+        // Without the process readings there is nothing to go on.
+        let v = verdict(
+            "local",
+            &samples,
+            1.0,
+            &[],
+            10.0,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        assert!(v.limited_by.is_empty(), "{v:?}");
+    }
+
     #[test]
     fn every_core_busy_most_of_the_stage_is_cpu_bound() {
         let samples = [cpu(&[97.0, 93.0]), cpu(&[99.0, 95.0]), cpu(&[40.0, 30.0])];
@@ -318,6 +491,7 @@ mod tests {
             "local",
             &samples,
             1.0,
+            &[],
             3.0,
             &BTreeMap::new(),
             &BTreeMap::new(),
@@ -335,6 +509,7 @@ mod tests {
             "client1",
             &samples,
             1.0,
+            &[],
             2.0,
             &BTreeMap::new(),
             &BTreeMap::new(),
@@ -399,6 +574,7 @@ mod tests {
             "local",
             std::slice::from_ref(&s),
             1.0,
+            &[],
             1.0,
             &rates,
             &BTreeMap::new(),
@@ -409,6 +585,7 @@ mod tests {
                 "node2",
                 std::slice::from_ref(&s),
                 1.0,
+                &[],
                 1.0,
                 &BTreeMap::new(),
                 &osds_on
@@ -443,6 +620,7 @@ mod tests {
                 "local",
                 &samples,
                 1.0,
+                &[],
                 3.0,
                 &BTreeMap::new(),
                 &BTreeMap::new()
