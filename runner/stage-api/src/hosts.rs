@@ -2,6 +2,7 @@
 //! (the system's OpenSSH client: BatchMode, multiplexed connections, strict
 //! host key checking unless the pipeline explicitly relaxes it).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -40,6 +41,10 @@ pub struct Host {
     /// worker there (`s3-bench`, `swift-bench` on `on:` hosts); `None`: the
     /// runner copies its own into the host's per-user cache.
     pub pipeline: Option<String>,
+    /// Interface speeds the inventory declares, bits a second (the host
+    /// watch's network verdict takes them over the kernel's).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub link_bits: BTreeMap<String, f64>,
 }
 
 impl Host {
@@ -55,6 +60,7 @@ impl Host {
             connect_timeout: 10,
             options: Vec::new(),
             pipeline: None,
+            link_bits: BTreeMap::new(),
         }
     }
 

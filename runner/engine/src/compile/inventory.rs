@@ -181,6 +181,23 @@ fn resolve_host(
             .with_help("write the host's name or IP address, e.g. `{address: 10.0.0.11}`"),
         );
     }
+    let mut link_bits = BTreeMap::new();
+    for (nic, speed) in &cfg.link_speed {
+        match parse_link_speed(speed) {
+            Some(bits) if !nic.is_empty() => {
+                link_bits.insert(nic.clone(), bits);
+            }
+            _ => diags.push(
+                Diagnostic::error(format!(
+                    "host `{name}`: link speed `{nic}: {speed}` is not an interface and a speed"
+                ))
+                .at(source, loc)
+                .with_help(
+                    "give bits a second with k, M or G, e.g. `link_speed: {eth0: 10G}` (Ansible: `pipeline_link_speed=eth0:10G`)",
+                ),
+            ),
+        }
+    }
     Some(Host {
         name: name.to_string(),
         address: Some(address),
@@ -202,7 +219,25 @@ fn resolve_host(
             .clone()
             .or_else(|| ssh.pipeline.clone())
             .map(|p| render.render(&p, loc, diags)),
+        link_bits,
     })
+}
+
+/// `10G`, `2500M`, `100k`, `1.5G`, `10Gbit`, `10G/s`: bits a second; `None`
+/// for anything else (no unit, a byte unit, zero or negative).
+pub fn parse_link_speed(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let t = t.strip_suffix("/s").unwrap_or(t);
+    let t = t.strip_suffix("bit").unwrap_or(t);
+    let (number, scale) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 1e3),
+        (i, 'M') => (&t[..i], 1e6),
+        (i, 'G') => (&t[..i], 1e9),
+        (i, 'T') => (&t[..i], 1e12),
+        _ => return None,
+    };
+    let n: f64 = number.trim().parse().ok()?;
+    (n.is_finite() && n > 0.0 && n * scale <= 1e15).then_some(n * scale)
 }
 
 /// A group's members that the inventory defines; each other name is
@@ -299,4 +334,23 @@ pub fn stage_targets(
         diags.push(Diagnostic::error("`on` names no hosts (an empty group?)").at(source, node.loc));
     }
     hosts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_link_speed;
+
+    #[test]
+    fn link_speeds_are_bits_a_second_with_a_unit() {
+        assert_eq!(parse_link_speed("10G"), Some(10e9));
+        assert_eq!(parse_link_speed("2500M"), Some(2.5e9));
+        assert_eq!(parse_link_speed("1.5Gbit"), Some(1.5e9));
+        assert_eq!(parse_link_speed(" 100M/s "), Some(100e6));
+        assert_eq!(parse_link_speed("200k"), Some(200e3));
+        for bad in [
+            "10", "10GB", "G", "-1G", "0M", "NaNG", "1e300G", "", "ten G",
+        ] {
+            assert_eq!(parse_link_speed(bad), None, "{bad}");
+        }
+    }
 }

@@ -171,6 +171,19 @@ pub struct LinkRate {
     pub egress_bits: Option<f64>,
     /// The qdisc that shapes the egress (`tbf`).
     pub shaper: Option<&'static str>,
+    /// `link_bits` is the inventory's, not the kernel's.
+    pub declared: bool,
+}
+
+/// The inventory's speeds over the kernel's: the operator knows a VM's
+/// virtio NIC or a veth carries 10 Gb/s when the kernel says nothing, or
+/// that a 25 Gb/s port is capped upstream.
+pub fn declare_speeds(declared: &BTreeMap<String, f64>, rates: &mut BTreeMap<String, LinkRate>) {
+    for (nic, bits) in declared {
+        let rate = rates.entry(nic.clone()).or_default();
+        rate.link_bits = Some(*bits);
+        rate.declared = true;
+    }
 }
 
 /// `/sys/class/net/*/speed` lines as the remote script prints them

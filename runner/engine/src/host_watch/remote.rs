@@ -73,6 +73,8 @@ pub struct Session {
     /// Link speeds and shaping the last answer gave.
     pub rates: BTreeMap<String, procfs::LinkRate>,
     pub host: String,
+    /// The speeds the inventory declares for its interfaces, bits a second.
+    declared: BTreeMap<String, f64>,
 }
 
 impl Session {
@@ -101,6 +103,7 @@ impl Session {
             child: Arc::new(Mutex::new(child)),
             rates: BTreeMap::new(),
             host: host.name.clone(),
+            declared: host.link_bits.clone(),
         })
     }
 
@@ -126,6 +129,7 @@ impl Session {
         let mut rates = BTreeMap::new();
         procfs::parse_speeds(get("speed"), &mut rates);
         procfs::parse_tc_qdiscs(get("qdisc"), &mut rates);
+        procfs::declare_speeds(&self.declared, &mut rates);
         self.rates = rates;
         if procs {
             snapshot.procs = Some(super::procs::parse(get("procs")));

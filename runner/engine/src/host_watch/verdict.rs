@@ -145,7 +145,11 @@ pub fn verdict(
                         rate.shaper.unwrap_or("tc")
                     )
                 } else {
-                    format!("its {} link", link(bits))
+                    format!(
+                        "its {} link{}",
+                        link(bits),
+                        if rate.declared { " (declared)" } else { "" }
+                    )
                 };
                 out.limited_by.push(format!(
                     "network: {nic} of {host} {verb} ≥ {:.0}% of {what} {}",
@@ -404,6 +408,38 @@ mod tests {
         }
     }
 
+    /// A VM's virtio NIC whose speed the kernel does not report, declared
+    /// 1 Gb/s in the inventory.
+    #[test]
+    fn a_declared_link_speed_is_judged_and_said_to_be_declared() {
+        let mut s = cpu(&[20.0, 20.0]);
+        s.nics.insert(
+            "ens3".into(),
+            NicSample {
+                rx_bytes_per_s: 120e6,
+                ..NicSample::default()
+            },
+        );
+        let mut rates = BTreeMap::new();
+        crate::host_watch::procfs::declare_speeds(
+            &BTreeMap::from([("ens3".to_string(), 1e9)]),
+            &mut rates,
+        );
+        let v = verdict(
+            "osd1",
+            std::slice::from_ref(&s),
+            1.0,
+            &[],
+            1.0,
+            &rates,
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            v.limited_by,
+            ["network: ens3 of osd1 received ≥ 90% of its 1 Gb/s link (declared) (1 s of 1)"]
+        );
+    }
+
     /// Both cores full: who took them is said with the finding.
     #[test]
     fn every_core_busy_names_who_took_it() {
@@ -567,6 +603,7 @@ mod tests {
                     link_bits: Some(10e9),
                     egress_bits: Some(200e6),
                     shaper: Some("tbf"),
+                    declared: false,
                 },
             ),
         ]);
