@@ -45,6 +45,23 @@ pub fn mean_of_events(a: Option<f64>, a_events: f64, b: Option<f64>, b_events: f
     }
 }
 
+/// Per-name samples (devices, interfaces, daemons, processes) of two
+/// consecutive points: a name missing from one did nothing in it.
+pub fn merge_maps<K: Ord + Clone, V: Merge + Default + Clone>(
+    mine: &mut std::collections::BTreeMap<K, V>,
+    later: &std::collections::BTreeMap<K, V>,
+    a: f64,
+    b: f64,
+) {
+    for key in later.keys() {
+        mine.entry(key.clone()).or_default();
+    }
+    for (key, v) in mine.iter_mut() {
+        let l = later.get(key).cloned().unwrap_or_default();
+        v.merge(&l, a, b);
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct BoundedSeries<T> {
     points: Vec<T>,

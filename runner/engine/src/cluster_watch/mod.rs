@@ -23,7 +23,7 @@ use pipeline_parsers::ceph_status::{self, CLEAN, ClusterStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::bounded_series::{BoundedSeries, Merge, mean};
+use crate::bounded_series::{BoundedSeries, Merge, mean, merge_maps};
 use crate::ceph::CephConnection;
 
 const SAMPLER: &str = include_str!("sampler.py");
@@ -183,22 +183,6 @@ impl Merge for ClusterSample {
         );
         merge_maps(&mut self.osd_ops, &later.osd_ops, a, b);
         merge_maps(&mut self.gateways, &later.gateways, a, b);
-    }
-}
-
-/// Per-daemon samples: one missing from a second did nothing in it.
-fn merge_maps<K: Ord + Clone, V: Merge + Default + Clone>(
-    mine: &mut std::collections::BTreeMap<K, V>,
-    later: &std::collections::BTreeMap<K, V>,
-    a: f64,
-    b: f64,
-) {
-    for key in later.keys() {
-        mine.entry(key.clone()).or_default();
-    }
-    for (key, v) in mine.iter_mut() {
-        let l = later.get(key).cloned().unwrap_or_default();
-        v.merge(&l, a, b);
     }
 }
 

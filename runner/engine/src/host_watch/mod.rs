@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use pipeline_stage_api::hosts::Host;
 
-use crate::bounded_series::{BoundedSeries, Merge, mean, mean_of_events};
+use crate::bounded_series::{BoundedSeries, Merge, mean, mean_of_events, merge_maps};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -538,34 +538,35 @@ impl Merge for HostSample {
             };
             self.memory_total_bytes = later.memory_total_bytes;
         }
-        // A device or interface absent from a second did nothing in it.
-        for name in later.disks.keys() {
-            self.disks.entry(name.clone()).or_default();
-        }
-        for (name, d) in self.disks.iter_mut() {
-            let l = later.disks.get(name).cloned().unwrap_or_default();
-            d.await_ms = mean_of_events(
-                d.await_ms,
-                (d.reads_per_s + d.writes_per_s) * a,
-                l.await_ms,
-                (l.reads_per_s + l.writes_per_s) * b,
-            );
-            d.util_pct = mean(d.util_pct, a, l.util_pct, b);
-            d.read_bytes_per_s = mean(d.read_bytes_per_s, a, l.read_bytes_per_s, b);
-            d.write_bytes_per_s = mean(d.write_bytes_per_s, a, l.write_bytes_per_s, b);
-            d.reads_per_s = mean(d.reads_per_s, a, l.reads_per_s, b);
-            d.writes_per_s = mean(d.writes_per_s, a, l.writes_per_s, b);
-        }
-        for name in later.nics.keys() {
-            self.nics.entry(name.clone()).or_default();
-        }
-        for (name, n) in self.nics.iter_mut() {
-            let l = later.nics.get(name).cloned().unwrap_or_default();
-            n.rx_bytes_per_s = mean(n.rx_bytes_per_s, a, l.rx_bytes_per_s, b);
-            n.tx_bytes_per_s = mean(n.tx_bytes_per_s, a, l.tx_bytes_per_s, b);
-            n.dropped += l.dropped;
-        }
+        merge_maps(&mut self.disks, &later.disks, a, b);
+        merge_maps(&mut self.nics, &later.nics, a, b);
         self.tcp_retransmits += later.tcp_retransmits;
+    }
+}
+
+impl Merge for DiskSample {
+    /// Rates and utilisation: time-weighted means; await: weighted by the I/Os.
+    fn merge(&mut self, l: &Self, a: f64, b: f64) {
+        self.await_ms = mean_of_events(
+            self.await_ms,
+            (self.reads_per_s + self.writes_per_s) * a,
+            l.await_ms,
+            (l.reads_per_s + l.writes_per_s) * b,
+        );
+        self.util_pct = mean(self.util_pct, a, l.util_pct, b);
+        self.read_bytes_per_s = mean(self.read_bytes_per_s, a, l.read_bytes_per_s, b);
+        self.write_bytes_per_s = mean(self.write_bytes_per_s, a, l.write_bytes_per_s, b);
+        self.reads_per_s = mean(self.reads_per_s, a, l.reads_per_s, b);
+        self.writes_per_s = mean(self.writes_per_s, a, l.writes_per_s, b);
+    }
+}
+
+impl Merge for NicSample {
+    /// Rates: time-weighted means; drops: summed.
+    fn merge(&mut self, l: &Self, a: f64, b: f64) {
+        self.rx_bytes_per_s = mean(self.rx_bytes_per_s, a, l.rx_bytes_per_s, b);
+        self.tx_bytes_per_s = mean(self.tx_bytes_per_s, a, l.tx_bytes_per_s, b);
+        self.dropped += l.dropped;
     }
 }
 

@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::bounded_series::{Merge, mean, mean_of_events, merge_maps};
+
 /// Clock ticks a second in `/proc/PID/stat` (USER_HZ: 100 on every Linux
 /// architecture's user ABI, whatever the kernel's own HZ).
 const TICKS_PER_S: f64 = 100.0;
@@ -87,20 +89,21 @@ pub struct ProcessPoint {
     pub by_name: BTreeMap<String, ProcessSample>,
 }
 
-impl crate::bounded_series::Merge for ProcessPoint {
+impl Merge for ProcessSample {
+    /// CPU shares: time-weighted means; how many ran: the most.
+    fn merge(&mut self, l: &Self, a: f64, b: f64) {
+        self.cpu_pct = mean(self.cpu_pct, a, l.cpu_pct, b);
+        self.busiest_thread_pct =
+            mean_of_events(self.busiest_thread_pct, a, l.busiest_thread_pct, b);
+        self.count = self.count.max(l.count);
+    }
+}
+
+impl Merge for ProcessPoint {
     fn merge(&mut self, later: &Self, _: f64, _: f64) {
-        use crate::bounded_series::{mean, mean_of_events};
         // Weighted by each point's own span (a point is one reading's span, not a second).
         let (a, b) = (self.span_s, later.span_s);
-        for name in later.by_name.keys() {
-            self.by_name.entry(name.clone()).or_default();
-        }
-        for (name, p) in self.by_name.iter_mut() {
-            let l = later.by_name.get(name).cloned().unwrap_or_default();
-            p.cpu_pct = mean(p.cpu_pct, a, l.cpu_pct, b);
-            p.busiest_thread_pct = mean_of_events(p.busiest_thread_pct, a, l.busiest_thread_pct, b);
-            p.count = p.count.max(l.count);
-        }
+        merge_maps(&mut self.by_name, &later.by_name, a, b);
         self.t_s = later.t_s;
         self.span_s = a + b;
     }

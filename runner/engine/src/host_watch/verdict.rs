@@ -79,7 +79,7 @@ pub fn verdict(
                 of(one_busy),
                 who_took_it(processes)
             ));
-        } else if let Some(finding) = one_busy_thread(host, processes, total, samples) {
+        } else if let Some(finding) = one_busy_thread(host, processes, total, mean_steal(samples)) {
             out.limited_by.push(finding);
         }
     }
@@ -160,7 +160,7 @@ pub fn verdict(
         }
     }
 
-    let steal = samples.iter().map(|s| s.cpu_steal_pct).sum::<f64>() / samples.len() as f64;
+    let steal = mean_steal(samples);
     if steal >= STEAL_PCT {
         out.observations.push(format!(
             "the hypervisor took {steal:.0}% of {host}'s CPU time (steal)"
@@ -239,9 +239,8 @@ fn one_busy_thread(
     host: &str,
     processes: &[ProcessPoint],
     total: f64,
-    samples: &[HostSample],
+    steal: f64,
 ) -> Option<String> {
-    let steal = samples.iter().map(|s| s.cpu_steal_pct).sum::<f64>() / samples.len().max(1) as f64;
     let mut names: Vec<&String> = processes.iter().flat_map(|p| p.by_name.keys()).collect();
     names.sort();
     names.dedup();
@@ -264,6 +263,11 @@ fn one_busy_thread(
         }
     }
     None
+}
+
+/// The stage's mean steal, in % of the CPU time.
+fn mean_steal(samples: &[HostSample]) -> f64 {
+    samples.iter().map(|s| s.cpu_steal_pct).sum::<f64>() / samples.len().max(1) as f64
 }
 
 /// Below this share of MemAvailable a host's memory is worth a note.
@@ -312,6 +316,25 @@ mod tests {
     use super::super::{DiskSample, NicSample};
     use super::*;
 
+    /// The verdict of a host with no known link rates and no OSD disks.
+    fn judge(
+        host: &str,
+        samples: &[HostSample],
+        sample_s: f64,
+        processes: &[ProcessPoint],
+        duration_s: f64,
+    ) -> Verdict {
+        verdict(
+            host,
+            samples,
+            sample_s,
+            processes,
+            duration_s,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+    }
+
     fn cpu(busy: &[f64]) -> HostSample {
         HostSample {
             cpu_busy_pct: busy.to_vec(),
@@ -328,15 +351,7 @@ mod tests {
                 ..cpu(&[25.0, 30.0])
             })
             .collect();
-        let v = verdict(
-            "local",
-            &samples,
-            1.0,
-            &[],
-            3.0,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
+        let v = judge("local", &samples, 1.0, &[], 3.0);
         assert!(v.limited_by.is_empty(), "{v:?}");
         assert_eq!(
             v.observations,
@@ -369,15 +384,7 @@ mod tests {
         }
         let (samples, width) = series.finish();
         assert_eq!((samples.len(), width), (451, 8));
-        let v = verdict(
-            "node1",
-            &samples,
-            width as f64,
-            &[],
-            3600.0,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
+        let v = judge("node1", &samples, width as f64, &[], 3600.0);
         assert_eq!(
             v.limited_by,
             ["disk: vda of node1 ≥ 90% utilised (2400 s of 3600)"]
@@ -458,15 +465,7 @@ mod tests {
                 ],
             ),
         ];
-        let v = verdict(
-            "local",
-            &samples,
-            1.0,
-            &processes,
-            3.0,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
+        let v = judge("local", &samples, 1.0, &processes, 3.0);
         assert_eq!(
             v.limited_by,
             [
@@ -492,15 +491,7 @@ mod tests {
             point(5.0, &[("dd", 99.0, Some(99.0)), ("ceph-osd", 12.0, None)]),
             point(10.0, &[("dd", 98.0, Some(98.0)), ("ceph-osd", 12.0, None)]),
         ];
-        let v = verdict(
-            "local",
-            &samples,
-            1.0,
-            &processes,
-            10.0,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
+        let v = judge("local", &samples, 1.0, &processes, 10.0);
         assert_eq!(
             v.limited_by,
             [
@@ -508,30 +499,14 @@ mod tests {
             ]
         );
         // Without the process readings there is nothing to go on.
-        let v = verdict(
-            "local",
-            &samples,
-            1.0,
-            &[],
-            10.0,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
+        let v = judge("local", &samples, 1.0, &[], 10.0);
         assert!(v.limited_by.is_empty(), "{v:?}");
     }
 
     #[test]
     fn every_core_busy_most_of_the_stage_is_cpu_bound() {
         let samples = [cpu(&[97.0, 93.0]), cpu(&[99.0, 95.0]), cpu(&[40.0, 30.0])];
-        let v = verdict(
-            "local",
-            &samples,
-            1.0,
-            &[],
-            3.0,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
+        let v = judge("local", &samples, 1.0, &[], 3.0);
         assert_eq!(
             v.limited_by,
             ["CPU: every core of local ≥ 90% busy (2 s of 3)"]
@@ -541,15 +516,7 @@ mod tests {
     #[test]
     fn one_saturated_core_while_the_other_idles_is_one_threads_limit() {
         let samples = [cpu(&[99.0, 8.0]), cpu(&[12.0, 98.0])];
-        let v = verdict(
-            "client1",
-            &samples,
-            1.0,
-            &[],
-            2.0,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
+        let v = judge("client1", &samples, 1.0, &[], 2.0);
         assert_eq!(
             v.limited_by,
             [
@@ -652,17 +619,6 @@ mod tests {
     #[test]
     fn a_limit_for_less_than_half_the_stage_is_not_the_limit() {
         let samples = [cpu(&[99.0, 99.0]), cpu(&[10.0, 10.0]), cpu(&[10.0, 10.0])];
-        assert_eq!(
-            verdict(
-                "local",
-                &samples,
-                1.0,
-                &[],
-                3.0,
-                &BTreeMap::new(),
-                &BTreeMap::new()
-            ),
-            Verdict::default()
-        );
+        assert_eq!(judge("local", &samples, 1.0, &[], 3.0), Verdict::default());
     }
 }
