@@ -28,7 +28,8 @@ tests=(--test ceph --test faults --test recovery --test objgw --test multi_clien
 passed_rounds=0
 for round in $(seq 1 "$rounds"); do
   $bin sandbox down --dir "$PIPELINE_SANDBOX_DIR" >/dev/null 2>&1 || true
-  $bin sandbox up --dir "$PIPELINE_SANDBOX_DIR" >/dev/null
+  # On bluestore, as scripts/test.sh starts it.
+  $bin sandbox up --bluestore --dir "$PIPELINE_SANDBOX_DIR" >/dev/null
   eval "$($bin sandbox env --dir "$PIPELINE_SANDBOX_DIR")"
   log="$(mktemp)"
   start=$(date +%s)

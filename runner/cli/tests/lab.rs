@@ -340,6 +340,37 @@ fn the_lab_is_built_used_by_lab_baseline_and_leaves_nothing() {
             assert!(hosts.contains(host), "{id}: hosts {hosts:?}");
         }
     }
+    // The gateway is read on its own host (node3) over SSH, not here: its
+    // socket is bound in node3's network namespace only.
+    let s3 = common::stage(&results, "s3[workload=get]");
+    let gateways = s3["cluster"]["gateways"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{s3:#}"));
+    assert_eq!(gateways.len(), 1, "{gateways:#?}");
+    assert_eq!(gateways[0]["host"], "node3", "{gateways:#?}");
+    assert!(
+        gateways[0]["requests"].as_u64().unwrap() > 0,
+        "{gateways:#?}"
+    );
+    let node3 = s3["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "node3")
+        .unwrap_or_else(|| panic!("{s3:#}"));
+    let gets: f64 = node3["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["gateways"].as_object())
+        .flat_map(|g| g.values())
+        .filter_map(|g| g["gets_per_s"].as_f64())
+        .sum();
+    assert!(gets > 0.0, "{node3:#}");
+    assert!(
+        node3["gateway_reader_cpu_s"].as_f64().unwrap() < 1.0,
+        "{node3:#}"
+    );
     assert_eq!(ceph_json(&env, &["osd", "pool", "ls"]), pools_before);
 
     faults_under_load(&env, &scratch);

@@ -1,5 +1,7 @@
-//! What each radosgw on this machine did beside a stage, from its admin
-//! socket (`perf dump`, read by the sampler: [`pipeline_parsers::rgw_perf`]):
+//! What each radosgw did beside a stage, from its admin socket (`perf
+//! dump`, read by the sampler on this machine, and on each watched inventory
+//! host by the same script over SSH: [`crate::host_watch::remote`]; parsed
+//! by [`pipeline_parsers::rgw_perf`]):
 //! per second its requests, failed requests, PUTs and GETs and their bytes
 //! (two readings differenced), and two gauges at the reading: the requests
 //! in flight (`qactive`) and `qlen`. With the beast frontend (every release
@@ -15,7 +17,7 @@ use pipeline_parsers::rgw_perf::Counters;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterSample, is_zero, is_zero_f64};
+use super::{ClusterSample, ClusterWatch, is_zero, is_zero_f64};
 use crate::bounded_series::{Merge, mean};
 
 /// One gateway over one second.
@@ -66,6 +68,11 @@ impl Merge for GatewaySample {
 pub struct GatewayActivity {
     /// The daemon's name (`client.rgw.NAME`, from its socket's file name).
     pub name: String,
+    /// The inventory host whose admin socket it was read from, over SSH
+    /// (its per-second series is that host's `samples[].gateways`);
+    /// absent: this machine's, read by the cluster sampler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub requests: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failed_requests: u64,
@@ -127,12 +134,21 @@ impl Deltas {
 
 /// Each gateway's totals and peaks over the samples.
 pub fn activity(samples: &[ClusterSample], interval_s: f64) -> Vec<GatewayActivity> {
+    activity_of(samples.iter().map(|s| (s.t_s, &s.gateways)), interval_s)
+}
+
+/// Each gateway's totals and peaks over a series of (seconds since the
+/// stage began, that point's gateways), in time order.
+pub fn activity_of<'a>(
+    series: impl Iterator<Item = (f64, &'a BTreeMap<String, GatewaySample>)>,
+    interval_s: f64,
+) -> Vec<GatewayActivity> {
     let mut by_name: BTreeMap<&str, (f64, f64, u64, u64)> = BTreeMap::new();
     let mut previous_t = 0.0;
-    for s in samples {
-        let seconds = (s.t_s - previous_t).clamp(0.0, super::osds::max_gap_s(interval_s));
-        previous_t = s.t_s;
-        for (name, g) in &s.gateways {
+    for (t_s, gateways) in series {
+        let seconds = (t_s - previous_t).clamp(0.0, super::osds::max_gap_s(interval_s));
+        previous_t = t_s;
+        for (name, g) in gateways {
             let e = by_name.entry(name).or_default();
             e.0 += g.requests_per_s * seconds;
             e.1 += g.failed_requests_per_s * seconds;
@@ -145,6 +161,7 @@ pub fn activity(samples: &[ClusterSample], interval_s: f64) -> Vec<GatewayActivi
         .map(
             |(name, (requests, failed, queued, active))| GatewayActivity {
                 name: name.to_string(),
+                host: None,
                 requests: requests.round() as u64,
                 failed_requests: failed.round() as u64,
                 max_queued: queued,
@@ -160,20 +177,50 @@ pub fn activity(samples: &[ClusterSample], interval_s: f64) -> Vec<GatewayActivi
 pub fn notes(activity: &[GatewayActivity]) -> Vec<String> {
     let mut notes = Vec::new();
     for g in activity {
+        let name = match &g.host {
+            Some(host) => format!("{} on {host}", g.name),
+            None => g.name.clone(),
+        };
         if g.max_queued > g.max_active {
             notes.push(format!(
-                "{}: up to {} request(s) queued for at most {} being served: the gateway's threads were busy",
-                g.name, g.max_queued, g.max_active
+                "{name}: up to {} request(s) queued for at most {} being served: the gateway's threads were busy",
+                g.max_queued, g.max_active
             ));
         }
         if g.failed_requests > 0 {
             notes.push(format!(
-                "{}: {} of {} requests failed",
-                g.name, g.failed_requests, g.requests
+                "{name}: {} of {} requests failed",
+                g.failed_requests, g.requests
             ));
         }
     }
     notes
+}
+
+/// The gateways read on inventory hosts take the place of this machine's
+/// readings of the same daemons (a lab's hosts are namespaces of this
+/// machine and share its sockets; the host's reading says where the daemon
+/// runs): their activity and notes join the cluster watch's, and the local
+/// series and notes of those names leave it.
+pub fn take_over_remote(watch: &mut ClusterWatch, remote: &[GatewayActivity]) {
+    if remote.is_empty() {
+        return;
+    }
+    let replaced: Vec<&str> = remote.iter().map(|g| g.name.as_str()).collect();
+    let (gone, kept): (Vec<GatewayActivity>, Vec<GatewayActivity>) =
+        std::mem::take(&mut watch.gateways)
+            .into_iter()
+            .partition(|g| replaced.contains(&g.name.as_str()));
+    let gone_notes = notes(&gone);
+    watch.observations.retain(|o| !gone_notes.contains(o));
+    watch.gateways = kept;
+    for sample in &mut watch.samples {
+        sample
+            .gateways
+            .retain(|name, _| !replaced.contains(&name.as_str()));
+    }
+    watch.gateways.extend(remote.iter().cloned());
+    watch.observations.extend(notes(remote));
 }
 
 /// A daemon name as a socket's file gives it: short and printable, or
@@ -250,5 +297,56 @@ mod tests {
         };
         assert!(notes(&[beast]).is_empty());
         assert!(plausible_name("client.rgw.sandbox") && !plausible_name("rgw\u{1b}[2J"));
+    }
+
+    #[test]
+    fn a_gateway_read_on_its_host_replaces_this_machines_reading_of_it() {
+        let local = |name: &str, failed| GatewayActivity {
+            name: name.into(),
+            requests: 10,
+            failed_requests: failed,
+            ..GatewayActivity::default()
+        };
+        let mut watch = ClusterWatch {
+            samples: vec![ClusterSample {
+                t_s: 1.0,
+                gateways: BTreeMap::from([
+                    ("client.rgw.a".to_string(), GatewaySample::default()),
+                    ("client.rgw.b".to_string(), GatewaySample::default()),
+                ]),
+                ..ClusterSample::default()
+            }],
+            gateways: vec![local("client.rgw.a", 2), local("client.rgw.b", 1)],
+            observations: vec!["osd.1: slow".into()],
+            ..ClusterWatch::default()
+        };
+        watch.observations.extend(notes(&watch.gateways));
+        let remote = GatewayActivity {
+            host: Some("node3".into()),
+            failed_requests: 3,
+            ..local("client.rgw.a", 0)
+        };
+        take_over_remote(&mut watch, &[remote]);
+        let names: Vec<(&str, Option<&str>)> = watch
+            .gateways
+            .iter()
+            .map(|g| (g.name.as_str(), g.host.as_deref()))
+            .collect();
+        assert_eq!(
+            names,
+            [("client.rgw.b", None), ("client.rgw.a", Some("node3"))]
+        );
+        assert_eq!(
+            watch.observations,
+            [
+                "osd.1: slow",
+                "client.rgw.b: 1 of 10 requests failed",
+                "client.rgw.a on node3: 3 of 10 requests failed"
+            ]
+        );
+        assert_eq!(
+            watch.samples[0].gateways.keys().collect::<Vec<_>>(),
+            ["client.rgw.b"]
+        );
     }
 }

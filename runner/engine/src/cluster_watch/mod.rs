@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::bounded_series::{BoundedSeries, Merge, mean, merge_maps};
 use crate::ceph::CephConnection;
 
-const SAMPLER: &str = include_str!("sampler.py");
+pub(crate) const SAMPLER: &str = include_str!("sampler.py");
 
 /// One sample a second.
 pub const INTERVAL: Duration = Duration::from_secs(1);
@@ -545,7 +545,17 @@ fn osd_sample(
 fn gateway_readings(
     line: &Line,
 ) -> std::collections::BTreeMap<String, pipeline_parsers::rgw_perf::Counters> {
-    line.gateways
+    gateway_counters(&line.gateways)
+}
+
+/// Each gateway's counters in the sampler's `gateways` map (here, or the
+/// answer of an inventory host's: [`crate::host_watch::remote`]); one whose
+/// dump is an error or does not parse, or whose name is not a daemon's, is
+/// left out, and at most 8 are kept.
+pub fn gateway_counters(
+    dumps: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> std::collections::BTreeMap<String, pipeline_parsers::rgw_perf::Counters> {
+    dumps
         .iter()
         .filter(|(name, _)| gateways::plausible_name(name))
         .filter_map(|(name, dump)| {

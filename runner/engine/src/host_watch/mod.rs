@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use pipeline_stage_api::hosts::Host;
 
 use crate::bounded_series::{BoundedSeries, Merge, mean, mean_of_events, merge_maps};
+use crate::cluster_watch::gateways::{self, GatewayActivity, GatewaySample};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +53,14 @@ pub struct HostWatch {
     /// every [`PROCESS_EVERY`] seconds, in time order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<procs::ProcessPoint>,
+    /// Each radosgw on this host over the stage (an inventory host's, read
+    /// over SSH; this machine's are the cluster watch's). The runner also
+    /// puts them in the stage's `cluster.gateways`, with this host's name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<GatewayActivity>,
+    /// CPU the host's gateway reader used (its start-up included), seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_reader_cpu_s: Option<f64>,
     /// Why there are no samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -123,6 +132,10 @@ pub struct HostSample {
     pub nics: BTreeMap<String, NicSample>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tcp_retransmits: u64,
+    /// Each radosgw on the host over the second before the sample, by
+    /// daemon name (an inventory host's; from the second sample on).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gateways: BTreeMap<String, GatewaySample>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -172,6 +185,16 @@ impl Source {
         }
     }
 
+    /// Each gateway's counters, on an inventory host that has gateways.
+    fn read_gateways(&mut self) -> Option<BTreeMap<String, pipeline_parsers::rgw_perf::Counters>> {
+        let Source::Remote(session) = self else {
+            return None;
+        };
+        let reading = session.gateways.as_mut()?.read();
+        // A gateway session that ended (its Python killed?) is not asked again.
+        reading.inspect_err(|_| session.gateways = None).ok()
+    }
+
     /// What the host is; `None` when its session could not say.
     fn manifest(&mut self) -> Option<manifest::HostManifest> {
         match self {
@@ -210,16 +233,18 @@ pub fn latency_bound(watches: &[HostWatch]) -> bool {
 /// each host's samples and verdict, this machine first. A host that cannot
 /// be watched (its session fails) gets a record that says why.
 pub fn beside<R>(remotes: &[Host], body: impl FnOnce() -> R) -> (R, Vec<HostWatch>) {
-    beside_live(remotes, None, &osd_disks::OsdDisks::default(), body)
+    beside_live(remotes, None, &osd_disks::OsdDisks::default(), None, body)
 }
 
 /// As [`beside`], each second's sample of each host also handed to `live`
 /// (`--metrics-listen`) as it is read; a saturated disk that serves one of
-/// `osds` is named by it.
+/// `osds` is named by it. With `gateway_conf` (the suite's ceph.conf path),
+/// each inventory host's radosgw daemons are read too.
 pub fn beside_live<R>(
     remotes: &[Host],
     live: Option<Arc<crate::live_metrics::LiveMetrics>>,
     osds: &osd_disks::OsdDisks,
+    gateway_conf: Option<&str>,
     body: impl FnOnce() -> R,
 ) -> (R, Vec<HostWatch>) {
     let start = Instant::now();
@@ -235,13 +260,15 @@ pub fn beside_live<R>(
         match source {
             Ok(source) => {
                 let child = match &source {
-                    Source::Remote(session) => Some(Arc::clone(&session.child)),
+                    Source::Remote(session) => Some(session.clients.clone()),
                     Source::Local => None,
                 };
                 let stop = Arc::clone(&stop);
                 let live = live.clone().map(|l| (l, name.clone()));
-                let thread =
-                    std::thread::spawn(move || sample_until(&stop, start, source, live.as_ref()));
+                let conf = gateway_conf.map(str::to_string);
+                let thread = std::thread::spawn(move || {
+                    sample_until(&stop, start, source, live.as_ref(), conf.as_deref())
+                });
                 running.push((name, child, thread));
             }
             Err(error) => failed.push(HostWatch {
@@ -266,11 +293,10 @@ pub fn beside_live<R>(
         while !thread.is_finished() && Instant::now() < grace {
             std::thread::sleep(Duration::from_millis(20));
         }
-        if let Some(child) = &child {
-            let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
-            if !thread.is_finished() {
-                let _ = child.kill();
-            }
+        if let Some(clients) = &child
+            && !thread.is_finished()
+        {
+            clients.kill();
         }
         let (mut watch, rates) = thread.join().unwrap_or_else(|_| {
             (
@@ -281,10 +307,8 @@ pub fn beside_live<R>(
                 BTreeMap::new(),
             )
         });
-        if let Some(child) = &child {
-            let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(clients) = &child {
+            clients.end();
         }
         watch.host = name;
         let osds_on = watch
@@ -357,15 +381,31 @@ fn sample_until(
     start: Instant,
     mut source: Source,
     live: Option<&(Arc<crate::live_metrics::LiveMetrics>, String)>,
+    gateway_conf: Option<&str>,
 ) -> (HostWatch, BTreeMap<String, procfs::LinkRate>) {
     let cpu_at_start = thread_cpu_s();
     let mut series = BoundedSeries::default();
     let mut processes = BoundedSeries::default();
-    let mut watch = sample_loop(stop, start, &mut source, live, &mut series, &mut processes);
+    let mut watch = sample_loop(
+        stop,
+        start,
+        &mut source,
+        live,
+        gateway_conf,
+        &mut series,
+        &mut processes,
+    );
     let (samples, width) = series.finish();
     watch.samples = samples;
     watch.processes = processes.finish().0;
     watch.interval_s = width as f64 * INTERVAL.as_secs_f64();
+    watch.gateways = gateways::activity_of(
+        watch.samples.iter().map(|s| (s.t_s, &s.gateways)),
+        watch.interval_s,
+    );
+    if let Source::Remote(session) = &source {
+        watch.gateway_reader_cpu_s = session.gateways.as_ref().and_then(|g| g.cpu_s);
+    }
     watch.sampler_cpu_s = ((thread_cpu_s() - cpu_at_start) * 1e6).round() / 1e6;
     let rates = source.rates(&watch.samples);
     if let Source::Remote(session) = source {
@@ -394,10 +434,12 @@ fn sample_loop(
     start: Instant,
     source: &mut Source,
     live: Option<&(Arc<crate::live_metrics::LiveMetrics>, String)>,
+    gateway_conf: Option<&str>,
     series: &mut BoundedSeries<HostSample>,
     processes: &mut BoundedSeries<procs::ProcessPoint>,
 ) -> HostWatch {
     let mut watch = HostWatch::default();
+    let mut gateway_deltas = gateways::Deltas::default();
     let mut readings: u64 = 0;
     let mut before = match source.read(true) {
         Ok(s) => s,
@@ -410,6 +452,13 @@ fn sample_loop(
     let mut procs_before = before.procs.take().map(|p| (p, before_at));
     // Inside the first second: its rates use the time that really passed.
     watch.manifest = source.manifest();
+    if let (Source::Remote(session), Some(conf)) = (&mut *source, gateway_conf) {
+        session.open_gateways(conf);
+    }
+    if let Some(readings) = source.read_gateways() {
+        // The baseline each gateway's first second is counted from.
+        gateway_deltas.sample(start.elapsed().as_secs_f64(), readings);
+    }
     let mut next = before_at + INTERVAL;
     loop {
         let stopped = {
@@ -451,7 +500,11 @@ fn sample_loop(
                     }
                     let seconds = now.duration_since(before_at).as_secs_f64();
                     let t_s = now.duration_since(start).as_secs_f64();
-                    let sample = procfs::between(&before, &after, seconds, t_s);
+                    let mut sample = procfs::between(&before, &after, seconds, t_s);
+                    if let Some(readings) = source.read_gateways() {
+                        let read_at = start.elapsed().as_secs_f64();
+                        sample.gateways = gateway_deltas.sample(read_at, readings);
+                    }
                     if let Some((live, host)) = live {
                         live.host_sample(host, &sample);
                     }
@@ -540,6 +593,7 @@ impl Merge for HostSample {
         }
         merge_maps(&mut self.disks, &later.disks, a, b);
         merge_maps(&mut self.nics, &later.nics, a, b);
+        merge_maps(&mut self.gateways, &later.gateways, a, b);
         self.tcp_retransmits += later.tcp_retransmits;
     }
 }

@@ -390,6 +390,7 @@ pub fn between(before: &Snapshot, after: &Snapshot, seconds: f64, t_s: f64) -> H
         disks,
         nics,
         tcp_retransmits,
+        gateways: BTreeMap::new(),
     }
 }
 

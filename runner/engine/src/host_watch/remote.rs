@@ -64,47 +64,95 @@ const SECTIONS: [&str; 16] = [
 /// one that answers with anything but `/proc`) ends the watch of that host.
 const MAX_ANSWER: u64 = 8 << 20;
 
+/// The `ssh` clients of one host's watch, also held by the runner: a host
+/// that stops answering holds its watch's thread in a read until they are
+/// killed.
+#[derive(Clone, Default)]
+pub struct Clients(Arc<Mutex<Vec<Child>>>);
+
+impl Clients {
+    fn add(&self, child: Child) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(child);
+    }
+
+    /// Kills every client (a read from one then ends).
+    pub fn kill(&self) {
+        for child in self.0.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+            let _ = child.kill();
+        }
+    }
+
+    /// Kills every client and reaps it.
+    pub fn end(&self) {
+        for mut child in self.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `ssh` to `host` running `command`, its stdin and stdout piped,
+/// in a process group of its own; the client joins `clients`.
+fn start(
+    host: &Host,
+    command: String,
+    clients: &Clients,
+) -> Result<(ChildStdin, ChildStdout), String> {
+    let mut argv = host.ssh_argv();
+    argv.push(command);
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start ssh: {e}"))?;
+    let pipes = (child.stdin.take(), child.stdout.take());
+    clients.add(child);
+    match pipes {
+        (Some(to), Some(from)) => Ok((to, from)),
+        _ => Err("ssh has no stdin or stdout".into()),
+    }
+}
+
 /// An open session with a host's sampling shell.
 pub struct Session {
     to: ChildStdin,
     from: BufReader<ChildStdout>,
-    /// The `ssh` client, also held by the runner to kill it at the stage's end.
-    pub child: Arc<Mutex<Child>>,
+    /// Its `ssh` client, and the gateway session's.
+    pub clients: Clients,
+    /// The host's gateways, when it has any (opened with the first reading).
+    pub gateways: Option<GatewaySession>,
     /// Link speeds and shaping the last answer gave.
     pub rates: BTreeMap<String, procfs::LinkRate>,
     pub host: String,
     /// The speeds the inventory declares for its interfaces, bits a second.
     declared: BTreeMap<String, f64>,
+    /// How to reach it (for the gateway session).
+    address: Host,
 }
 
 impl Session {
     pub fn open(host: &Host) -> Result<Session, String> {
-        let mut argv = host.ssh_argv();
-        argv.push(format!(
-            "sh -c {}",
-            pipeline_stage_api::exec::shell_quote(&script())
-        ));
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start ssh: {e}"))?;
-        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("ssh has no stdin or stdout".into());
-        };
+        let clients = Clients::default();
+        let command = format!("sh -c {}", pipeline_stage_api::exec::shell_quote(&script()));
+        let (to, from) = start(host, command, &clients).inspect_err(|_| clients.end())?;
         Ok(Session {
             to,
             from: BufReader::new(from),
-            child: Arc::new(Mutex::new(child)),
+            clients,
+            gateways: None,
             rates: BTreeMap::new(),
             host: host.name.clone(),
             declared: host.link_bits.clone(),
+            address: host.clone(),
         })
+    }
+
+    /// Opens the host's gateway session ([`GatewaySession`]), when it has gateways.
+    pub fn open_gateways(&mut self, conf: &str) {
+        self.gateways = GatewaySession::open(&self.address, conf, &self.clients);
     }
 
     /// Asks for one reading (with the watched processes when `procs`) and
@@ -190,5 +238,76 @@ impl Session {
             }
         }
         Ok(sections)
+    }
+}
+
+/// Longest gateway answer read (8 gateways' counters are a few KiB).
+const MAX_GATEWAY_ANSWER: u64 = 1 << 20;
+
+/// The radosgw counters of an inventory host: a second session running the
+/// cluster sampler's script in its gateways-only mode (no librados) with
+/// the host's Python, which answers each line the runner sends with every
+/// local gateway's `perf dump`. The shell session cannot: an admin socket
+/// is a Unix socket, and no shell builtin speaks to one. Started once a
+/// stage (about 70 ms of CPU on the host), then about 1 ms a reading.
+pub struct GatewaySession {
+    to: ChildStdin,
+    from: BufReader<ChildStdout>,
+    /// The script's CPU time at its latest answer (its start-up included), seconds.
+    pub cpu_s: Option<f64>,
+}
+
+#[derive(serde::Deserialize)]
+struct GatewayAnswer {
+    #[serde(default)]
+    gateways: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    cpu_s: Option<f64>,
+}
+
+impl GatewaySession {
+    /// `None` when the host has no Python, or no gateway socket in the
+    /// folders `conf` (the suite's ceph.conf path, read on the host) names
+    /// or in /run/ceph: nothing to read there.
+    fn open(host: &Host, conf: &str, clients: &Clients) -> Option<GatewaySession> {
+        let quote = pipeline_stage_api::exec::shell_quote;
+        let command = format!(
+            "python3 -c {} gateways {}",
+            quote(crate::cluster_watch::SAMPLER),
+            quote(conf)
+        );
+        let (to, from) = start(host, command, clients).ok()?;
+        let mut session = GatewaySession {
+            to,
+            from: BufReader::new(from),
+            cpu_s: None,
+        };
+        match session.read() {
+            Ok(found) if !found.is_empty() => Some(session),
+            _ => None,
+        }
+    }
+
+    /// One reading of each gateway's counters; `Err` when the session ended.
+    pub fn read(
+        &mut self,
+    ) -> Result<BTreeMap<String, pipeline_parsers::rgw_perf::Counters>, String> {
+        writeln!(self.to, "g")
+            .and_then(|()| self.to.flush())
+            .map_err(|_| "the gateway session closed".to_string())?;
+        let mut line = Vec::new();
+        let read = (&mut self.from)
+            .take(MAX_GATEWAY_ANSWER)
+            .read_until(b'\n', &mut line);
+        match read {
+            Ok(n) if n > 0 && line.ends_with(b"\n") => {}
+            _ => return Err("the gateway session closed or answered over 1 MiB".into()),
+        }
+        let answer: GatewayAnswer = serde_json::from_slice(&line)
+            .map_err(|_| "an unreadable gateway answer".to_string())?;
+        if let Some(cpu) = answer.cpu_s.filter(|c| c.is_finite() && *c >= 0.0) {
+            self.cpu_s = Some((cpu * 1e6).round() / 1e6);
+        }
+        Ok(crate::cluster_watch::gateway_counters(&answer.gateways))
     }
 }

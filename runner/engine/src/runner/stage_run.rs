@@ -165,14 +165,40 @@ impl Runner<'_> {
                     None => (run(), None),
                 };
                 if watch_host {
-                    crate::host_watch::beside_live(&watched_hosts, live.clone(), &osds, watched)
+                    // Gateways on inventory hosts are cluster telemetry too: read with the cluster's.
+                    // The same path on the host as here (a cluster's hosts share their layout).
+                    let gateway_conf = conn.as_ref().map(|c| {
+                        c.conf
+                            .clone()
+                            .or_else(|| std::env::var("CEPH_CONF").ok())
+                            .unwrap_or_else(|| "/etc/ceph/ceph.conf".into())
+                    });
+                    crate::host_watch::beside_live(
+                        &watched_hosts,
+                        live.clone(),
+                        &osds,
+                        gateway_conf.as_deref(),
+                        watched,
+                    )
                 } else {
                     (watched(), Vec::new())
                 }
             });
         self.cluster_sampler = sampler;
         record_events(&mut record, events);
-        if let Some(watch) = watch {
+        if let Some(mut watch) = watch {
+            let remote: Vec<_> = host
+                .iter()
+                .flat_map(|h| {
+                    h.gateways
+                        .iter()
+                        .map(|g| crate::cluster_watch::gateways::GatewayActivity {
+                            host: Some(h.host.clone()),
+                            ..g.clone()
+                        })
+                })
+                .collect();
+            crate::cluster_watch::gateways::take_over_remote(&mut watch, &remote);
             record_cluster_watch(&mut record, watch);
         }
         for watch in &host {
@@ -522,8 +548,16 @@ fn is_benchmark(stage: &PlannedStage) -> bool {
     stage.plugin.description.metrics.iter().any(|m| m.headline)
 }
 
+/// Whether a stage's telemetry goes into its record: beside figures, and
+/// for a stage that failed or was cancelled (Ctrl-C) part way, whose
+/// cluster and hosts are what a person looks at first to learn why.
+fn keeps_telemetry(record: &StageRecord) -> bool {
+    !record.metrics.is_empty()
+        || matches!(record.status, StageStatus::Failed | StageStatus::Cancelled)
+}
+
 fn record_host_watch(record: &mut StageRecord, watches: Vec<crate::host_watch::HostWatch>) {
-    if record.metrics.is_empty() {
+    if !keeps_telemetry(record) {
         return;
     }
     for w in &watches {
@@ -535,12 +569,13 @@ fn record_host_watch(record: &mut StageRecord, watches: Vec<crate::host_watch::H
             });
         }
     }
-    record.latency_bound = crate::host_watch::latency_bound(&watches);
+    // Nothing to call latency-bound without figures (a stage cancelled early).
+    record.latency_bound = !record.metrics.is_empty() && crate::host_watch::latency_bound(&watches);
     record.hosts = watches;
 }
 
 fn record_cluster_watch(record: &mut StageRecord, watch: crate::cluster_watch::ClusterWatch) {
-    if record.metrics.is_empty() {
+    if !keeps_telemetry(record) {
         return;
     }
     // A flag is the report's and compare's to show (`cluster.unhealthy`).
